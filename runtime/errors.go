@@ -1,0 +1,66 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrMalformed marks a message that can never be handled: its payload is not
+// valid JSON, lacks a required field, or breaks the event's contract. The
+// runtime dead-letters such a message at once and never retries it.
+var ErrMalformed = errors.New("malformed message")
+
+// ErrPermanent marks a failure that a retry cannot fix. The runtime
+// dead-letters the message at once and never retries it.
+var ErrPermanent = errors.New("permanent failure")
+
+// ErrUnknownFunction is returned when a manifest names a function that this
+// binary does not contain.
+var ErrUnknownFunction = errors.New("unknown function")
+
+// ErrInvalidManifest wraps every problem found while validating a manifest.
+var ErrInvalidManifest = errors.New("invalid manifest")
+
+// ErrServerRefused is returned when the NATS server refuses a stream or
+// consumer that the manifest declares, for example a change of storage type.
+var ErrServerRefused = errors.New("server refused the manifest")
+
+// Malformed marks err as a malformed-message failure: dead-letter, never retry.
+func Malformed(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrMalformed, err)
+}
+
+// Permanent marks err as a failure that a retry cannot fix: dead-letter,
+// never retry.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrPermanent, err)
+}
+
+// retryAfterError asks for a redelivery after a handler-chosen delay.
+type retryAfterError struct {
+	err   error
+	delay time.Duration
+}
+
+func (e *retryAfterError) Error() string {
+	return fmt.Sprintf("retry after %s: %v", e.delay, e.err)
+}
+
+func (e *retryAfterError) Unwrap() error { return e.err }
+
+// RetryAfter asks the runtime to redeliver the message after d instead of
+// after the manifest's backoff delay, for example when a downstream service
+// said when it will be back. The delivery still counts towards maxDeliver.
+func RetryAfter(err error, d time.Duration) error {
+	if err == nil {
+		return nil
+	}
+	return &retryAfterError{err: err, delay: d}
+}

@@ -1,0 +1,84 @@
+package runtime
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+)
+
+// Handler handles one message of a function's stream.
+//
+// Its return value decides what the runtime tells JetStream, and it does so
+// only after Handle has returned, so a handler's side effects have committed
+// before the message is acknowledged:
+//   - nil: Ack.
+//   - an error wrapped by Malformed or Permanent: the message is republished
+//     to the dead-letter stream with the error as its reason, then Term'd.
+//     It is never retried.
+//   - an error made by RetryAfter: NakWithDelay with the handler's delay.
+//   - any other error, or a panic: NakWithDelay with the manifest's backoff
+//     entry for this attempt; on the last allowed delivery (maxDeliver) the
+//     message is dead-lettered and Term'd instead.
+//
+// JetStream delivers at least once, so Handle must be idempotent: it may run
+// again for a message whose effects already happened.
+type Handler interface {
+	Handle(ctx context.Context, msg Msg) error
+}
+
+// HandlerFunc adapts a plain function to Handler.
+type HandlerFunc func(ctx context.Context, msg Msg) error
+
+// Handle calls f.
+func (f HandlerFunc) Handle(ctx context.Context, msg Msg) error { return f(ctx, msg) }
+
+// Msg is one delivery of a stream message, as a handler sees it.
+type Msg struct {
+	Subject string
+	Data    []byte
+	Header  nats.Header
+	// Stream and StreamSequence identify the stored message; they stay the
+	// same across redeliveries.
+	Stream         string
+	StreamSequence uint64
+	// NumDelivered is 1 on the first delivery and grows with each redelivery.
+	NumDelivered uint64
+	// Published is when the stream stored the message.
+	Published time.Time
+}
+
+// Publisher publishes to JetStream and waits for the stream's
+// acknowledgement. msgID becomes the Nats-Msg-Id header: the stream drops a
+// second publish with the same ID inside its duplicate window, which is what
+// makes a handler's publish safe to repeat.
+type Publisher interface {
+	Publish(ctx context.Context, subject string, data []byte, msgID string) error
+}
+
+// Deps is what the runtime gives a function's constructor.
+type Deps struct {
+	// Logger already carries the function's name.
+	Logger *slog.Logger
+	// Config is the function's `config:` block from the manifest.
+	Config Config
+	// Publisher publishes the function's outputs.
+	Publisher Publisher
+	// Mongo is the database named by MONGO_DATABASE; nil when the runtime
+	// was started without one.
+	Mongo *mongo.Database
+}
+
+// Constructor builds a function's handler from its dependencies. It runs once
+// per binding at start-up; an error stops the runtime before any message is
+// taken.
+type Constructor func(Deps) (Handler, error)
+
+// Function is one compiled-in function: the name a manifest uses and its
+// constructor.
+type Function struct {
+	Name string
+	New  Constructor
+}

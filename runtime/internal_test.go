@@ -1,0 +1,19 @@
+package runtime
+
+import (
+	"testing"
+)
+
+// statsOf returns the live counters of a bound function.
+func (r *Runtime) statsOf(t *testing.T, name string) Stats {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, b := range r.bindings {
+		if b.spec.Name == name {
+			return b.stats.snapshot(name)
+		}
+	}
+	t.Fatalf("function %s is not bound", name)
+	return Stats{}
+}

@@ -1,0 +1,181 @@
+package runtime
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Manifest is the deployable description of a runtime: the streams it keeps
+// and the functions it binds. Everything a deployer may change without a
+// rebuild lives here.
+type Manifest struct {
+	DeadLetter DeadLetterSpec `yaml:"deadLetter"`
+	Streams    []StreamSpec   `yaml:"streams"`
+	Functions  []FunctionSpec `yaml:"functions"`
+
+	// Digest identifies the manifest's bytes; it is published in every
+	// function's micro metadata so operators can tell which revision runs.
+	Digest string `yaml:"-"`
+}
+
+// DeadLetterSpec says where poison messages go: to SubjectPrefix.<function>
+// on Stream, which must be declared under streams.
+type DeadLetterSpec struct {
+	Stream        string `yaml:"stream"`
+	SubjectPrefix string `yaml:"subjectPrefix"`
+}
+
+// StreamSpec declares one JetStream stream.
+type StreamSpec struct {
+	Name     string   `yaml:"name"`
+	Subjects []string `yaml:"subjects"`
+	// Duplicates is the duplicate window: how long the stream remembers
+	// Nats-Msg-Id values. It must outlast any outage after which a function
+	// may publish the same output again (default 24h).
+	Duplicates time.Duration `yaml:"duplicates"`
+	Storage    string        `yaml:"storage"`
+	Replicas   int           `yaml:"replicas"`
+	MaxAge     time.Duration `yaml:"maxAge"`
+}
+
+// FunctionSpec binds one compiled-in function to a durable pull consumer.
+type FunctionSpec struct {
+	Name     string   `yaml:"name"`
+	Version  string   `yaml:"version"`
+	Stream   string   `yaml:"stream"`
+	Subject  string   `yaml:"subject"`
+	Subjects []string `yaml:"subjects"`
+	Durable  string   `yaml:"durable"`
+	// AckWait is how long the server waits for an ack (or a heartbeat)
+	// before it redelivers.
+	AckWait    time.Duration `yaml:"ackWait"`
+	MaxDeliver int           `yaml:"maxDeliver"`
+	// Heartbeat is how often a running handler's message gets InProgress;
+	// it must be below AckWait (default AckWait/3).
+	Heartbeat time.Duration `yaml:"heartbeat"`
+	// Backoff is the redelivery delay after the n-th failed attempt; the
+	// last entry repeats. Empty means a failed message comes back after
+	// AckWait.
+	Backoff       []time.Duration `yaml:"backoff"`
+	Concurrency   int             `yaml:"concurrency"`
+	MaxAckPending int             `yaml:"maxAckPending"`
+	// Timeout cancels a handler's context; zero means no limit.
+	Timeout time.Duration `yaml:"timeout"`
+	Config  Config        `yaml:"config"`
+}
+
+// Manifest defaults, applied to fields a manifest leaves out.
+const (
+	DefaultDuplicates    = 24 * time.Hour
+	DefaultAckWait       = 30 * time.Second
+	DefaultMaxDeliver    = 5
+	DefaultMaxAckPending = 1000
+	DefaultDeadLetter    = "DEADLETTER"
+	DefaultDeadPrefix    = "deadletter"
+)
+
+// LoadManifest reads and parses the manifest at path. It does not validate
+// it against a registry; call Validate for that.
+func LoadManifest(path string) (*Manifest, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading manifest: %w", err)
+	}
+	m, err := ParseManifest(raw)
+	if err != nil {
+		return nil, fmt.Errorf("manifest %s: %w", path, err)
+	}
+	return m, nil
+}
+
+// ParseManifest decodes a manifest strictly (an unknown key is an error that
+// names the key and its line) and fills in defaults.
+func ParseManifest(raw []byte) (*Manifest, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	dec.KnownFields(true)
+	var m Manifest
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("parsing manifest: %w", err)
+	}
+	sum := sha256.Sum256(raw)
+	m.Digest = hex.EncodeToString(sum[:6])
+	m.applyDefaults()
+	return &m, nil
+}
+
+func (m *Manifest) applyDefaults() {
+	if m.DeadLetter.Stream == "" {
+		m.DeadLetter.Stream = DefaultDeadLetter
+	}
+	if m.DeadLetter.SubjectPrefix == "" {
+		m.DeadLetter.SubjectPrefix = DefaultDeadPrefix
+	}
+	for i := range m.Streams {
+		m.Streams[i].applyDefaults()
+	}
+	for i := range m.Functions {
+		m.Functions[i].applyDefaults()
+	}
+}
+
+func (s *StreamSpec) applyDefaults() {
+	if s.Duplicates == 0 {
+		s.Duplicates = DefaultDuplicates
+	}
+	if s.Storage == "" {
+		s.Storage = "file"
+	}
+	if s.Replicas == 0 {
+		s.Replicas = 1
+	}
+}
+
+func (f *FunctionSpec) applyDefaults() {
+	if f.Durable == "" {
+		f.Durable = f.Name
+	}
+	if f.AckWait == 0 {
+		f.AckWait = DefaultAckWait
+	}
+	if f.MaxDeliver == 0 {
+		f.MaxDeliver = DefaultMaxDeliver
+	}
+	if f.Heartbeat == 0 {
+		f.Heartbeat = f.AckWait / 3
+	}
+	if f.Concurrency == 0 {
+		f.Concurrency = 1
+	}
+	if f.MaxAckPending == 0 {
+		f.MaxAckPending = max(DefaultMaxAckPending, f.Concurrency)
+	}
+}
+
+// FilterSubjects is the function's subject list, whichever key declared it.
+func (f *FunctionSpec) FilterSubjects() []string {
+	if f.Subject != "" {
+		return append([]string{f.Subject}, f.Subjects...)
+	}
+	return f.Subjects
+}
+
+// Stream returns the declared stream with that name.
+func (m *Manifest) Stream(name string) (StreamSpec, bool) {
+	for _, s := range m.Streams {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return StreamSpec{}, false
+}
+
+// DeadLetterSubject is where a function's poison messages are republished.
+func (m *Manifest) DeadLetterSubject(function string) string {
+	return m.DeadLetter.SubjectPrefix + "." + function
+}

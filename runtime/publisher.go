@@ -1,0 +1,33 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// jsPublisher is the Publisher the runtime gives functions.
+type jsPublisher struct {
+	js jetstream.JetStream
+}
+
+var _ Publisher = jsPublisher{}
+
+// NewPublisher returns a Publisher on js, for callers outside the runtime
+// (publishers, tools) that want the same message-ID rules.
+func NewPublisher(js jetstream.JetStream) Publisher { return jsPublisher{js: js} }
+
+// Publish waits for the stream's acknowledgement. A duplicate inside the
+// window is acknowledged too (and dropped by the stream), so a retried
+// publish succeeds without storing a second message.
+func (p jsPublisher) Publish(ctx context.Context, subject string, data []byte, msgID string) error {
+	var opts []jetstream.PublishOpt
+	if msgID != "" {
+		opts = append(opts, jetstream.WithMsgID(msgID))
+	}
+	if _, err := p.js.Publish(ctx, subject, data, opts...); err != nil {
+		return fmt.Errorf("publishing to %s: %w", subject, err)
+	}
+	return nil
+}

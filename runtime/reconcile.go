@@ -1,0 +1,146 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// streamConfig is the JetStream configuration a StreamSpec declares.
+func streamConfig(s StreamSpec) jetstream.StreamConfig {
+	storage := jetstream.FileStorage
+	if s.Storage == "memory" {
+		storage = jetstream.MemoryStorage
+	}
+	return jetstream.StreamConfig{
+		Name:       s.Name,
+		Subjects:   s.Subjects,
+		Duplicates: s.Duplicates,
+		Storage:    storage,
+		Replicas:   s.Replicas,
+		MaxAge:     s.MaxAge,
+	}
+}
+
+// ensureStream creates the stream or updates it in place. An update keeps
+// every stored message and the duplicate memory; a change that would delete
+// messages (a shorter maxAge) is refused here, and one the server refuses is
+// reported with the fields that differ.
+func ensureStream(ctx context.Context, js jetstream.JetStream, spec StreamSpec) error {
+	want := streamConfig(spec)
+	var have *jetstream.StreamConfig
+	if s, err := js.Stream(ctx, spec.Name); err == nil {
+		have = &s.CachedInfo().Config
+		if shrinksAge(have.MaxAge, want.MaxAge) {
+			return fmt.Errorf("%w: stream %s field maxAge: shrinking it from %s to %s would delete stored messages",
+				ErrServerRefused, spec.Name, ageString(have.MaxAge), ageString(want.MaxAge))
+		}
+	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("looking up stream %s: %w", spec.Name, err)
+	}
+	if _, err := js.CreateOrUpdateStream(ctx, want); err != nil {
+		if have != nil {
+			return fmt.Errorf("%w: stream %s: %v (fields that differ from the server's: %s)",
+				ErrServerRefused, spec.Name, err, streamDiff(*have, want))
+		}
+		return fmt.Errorf("%w: creating stream %s: %v", ErrServerRefused, spec.Name, err)
+	}
+	return nil
+}
+
+// shrinksAge reports whether a new age limit is tighter than the current
+// one (zero means unlimited).
+func shrinksAge(have, want time.Duration) bool {
+	return want != 0 && (have == 0 || want < have)
+}
+
+func ageString(d time.Duration) string {
+	if d == 0 {
+		return "unlimited"
+	}
+	return d.String()
+}
+
+// streamDiff names the manifest fields whose values differ from the server's.
+func streamDiff(have, want jetstream.StreamConfig) string {
+	var d differ
+	d.field("storage", have.Storage, want.Storage)
+	d.field("replicas", have.Replicas, want.Replicas)
+	d.field("maxAge", have.MaxAge, want.MaxAge)
+	d.field("duplicates", have.Duplicates, want.Duplicates)
+	d.field("subjects", have.Subjects, want.Subjects)
+	d.field("retention", have.Retention, want.Retention)
+	return d.String()
+}
+
+// consumerConfig is the durable pull consumer a FunctionSpec declares.
+// The consumer gets no server-side BackOff: the server would replace
+// AckWait with BackOff[0], which breaks the heartbeat timing. The runtime
+// applies the backoff itself with NakWithDelay.
+func consumerConfig(f FunctionSpec) jetstream.ConsumerConfig {
+	cfg := jetstream.ConsumerConfig{
+		Durable:       f.Durable,
+		Description:   "jetfn function " + f.Name,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckWait:       f.AckWait,
+		MaxDeliver:    f.MaxDeliver,
+		MaxAckPending: f.MaxAckPending,
+		Metadata:      map[string]string{"jetfn.function": f.Name, "jetfn.version": f.Version},
+	}
+	if subjects := f.FilterSubjects(); len(subjects) == 1 {
+		cfg.FilterSubject = subjects[0]
+	} else {
+		cfg.FilterSubjects = subjects
+	}
+	return cfg
+}
+
+// ensureConsumer creates or updates the function's durable consumer.
+func ensureConsumer(ctx context.Context, stream jetstream.Stream, f FunctionSpec) (jetstream.Consumer, error) {
+	want := consumerConfig(f)
+	c, err := stream.CreateOrUpdateConsumer(ctx, want)
+	if err == nil {
+		return c, nil
+	}
+	detail := ""
+	if existing, lerr := stream.Consumer(ctx, f.Durable); lerr == nil {
+		detail = " (fields that differ from the server's: " + consumerDiff(existing.CachedInfo().Config, want) + ")"
+	}
+	return nil, fmt.Errorf("%w: consumer %s of function %s: %v%s", ErrServerRefused, f.Durable, f.Name, err, detail)
+}
+
+func consumerDiff(have, want jetstream.ConsumerConfig) string {
+	var d differ
+	d.field("ackWait", have.AckWait, want.AckWait)
+	d.field("maxDeliver", have.MaxDeliver, want.MaxDeliver)
+	d.field("maxAckPending", have.MaxAckPending, want.MaxAckPending)
+	d.field("subject", append([]string{have.FilterSubject}, have.FilterSubjects...),
+		append([]string{want.FilterSubject}, want.FilterSubjects...))
+	d.field("ackPolicy (set by jetfn)", have.AckPolicy, want.AckPolicy)
+	d.field("deliverPolicy (set by jetfn)", have.DeliverPolicy, want.DeliverPolicy)
+	d.field("backoff (jetfn keeps it client-side)", have.BackOff, want.BackOff)
+	return d.String()
+}
+
+// differ collects "field (server → manifest)" notes.
+type differ struct{ notes []string }
+
+func (d *differ) field(name string, have, want any) {
+	h, w := fmt.Sprint(have), fmt.Sprint(want)
+	if h != w {
+		d.notes = append(d.notes, fmt.Sprintf("%s (%s → %s)", name, h, w))
+	}
+}
+
+func (d *differ) String() string {
+	if len(d.notes) == 0 {
+		return "none"
+	}
+	return strings.Join(d.notes, ", ")
+}
+

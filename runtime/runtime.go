@@ -1,0 +1,213 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+)
+
+// DefaultDrainTimeout is how long a shutdown lets in-flight handlers finish.
+const DefaultDrainTimeout = 30 * time.Second
+
+// Runtime binds a manifest's functions to their consumers on one NATS
+// connection. Create it with New and run it with Run.
+type Runtime struct {
+	nc        *nats.Conn
+	js        jetstream.JetStream
+	manifest  *Manifest
+	functions map[string]Constructor
+	opts      options
+	ready     chan struct{}
+
+	mu       sync.Mutex
+	bindings []*binding
+}
+
+type options struct {
+	log          *slog.Logger
+	mongo        *mongo.Database
+	drainTimeout time.Duration
+}
+
+// Option configures a Runtime.
+type Option func(*options) error
+
+// WithLogger sets the logger; the default discards everything.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) error {
+		if l == nil {
+			return errors.New("WithLogger: nil logger")
+		}
+		o.log = l
+		return nil
+	}
+}
+
+// WithMongo gives functions a database through Deps.Mongo.
+func WithMongo(db *mongo.Database) Option {
+	return func(o *options) error {
+		o.mongo = db
+		return nil
+	}
+}
+
+// WithDrainTimeout sets how long a shutdown waits for in-flight handlers.
+func WithDrainTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("WithDrainTimeout: %s is not positive", d)
+		}
+		o.drainTimeout = d
+		return nil
+	}
+}
+
+// New validates the manifest against the compiled-in functions and returns
+// a Runtime ready to Run. It does not touch the server yet.
+func New(nc *nats.Conn, m *Manifest, functions []Function, opts ...Option) (*Runtime, error) {
+	o := options{log: slog.New(slog.NewTextHandler(io.Discard, nil)), drainTimeout: DefaultDrainTimeout}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	if err := m.Validate(Names(functions)); err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("opening JetStream: %w", err)
+	}
+	byName := map[string]Constructor{}
+	for _, f := range functions {
+		byName[f.Name] = f.New
+	}
+	return &Runtime{nc: nc, js: js, manifest: m, functions: byName, opts: o, ready: make(chan struct{})}, nil
+}
+
+// Names lists the functions' names, sorted, for messages and validation.
+func Names(functions []Function) []string {
+	names := make([]string, 0, len(functions))
+	for _, f := range functions {
+		names = append(names, f.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Ready is closed once every function is bound and registered.
+func (r *Runtime) Ready() <-chan struct{} { return r.ready }
+
+// Run creates the streams and consumers, binds every manifest function,
+// registers its micro service and handles messages until ctx is done. Then
+// it drains (see binding.run), stops the services and flushes the
+// connection. Draining the connection itself is left to its owner.
+func (r *Runtime) Run(ctx context.Context) error {
+	for _, s := range r.manifest.Streams {
+		if err := ensureStream(ctx, r.js, s); err != nil {
+			return err
+		}
+	}
+	bindings, err := r.bindAll(ctx)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.bindings = bindings
+	r.mu.Unlock()
+	cleanup, err := r.announce(bindings)
+	defer cleanup()
+	if err != nil {
+		return err
+	}
+	close(r.ready)
+	r.opts.log.Info("runtime ready", "functions", len(bindings), "manifest_digest", r.manifest.Digest)
+	var wg sync.WaitGroup
+	for _, b := range bindings {
+		wg.Go(func() { b.run(ctx, r.opts.drainTimeout) })
+	}
+	wg.Wait()
+	r.opts.log.Info("drained")
+	return nil
+}
+
+func (r *Runtime) bindAll(ctx context.Context) ([]*binding, error) {
+	var bindings []*binding
+	for _, spec := range r.manifest.Functions {
+		b, err := r.bind(ctx, spec)
+		if err != nil {
+			return nil, fmt.Errorf("binding %s: %w", spec.Name, err)
+		}
+		bindings = append(bindings, b)
+	}
+	return bindings, nil
+}
+
+// bind constructs the function's handler and its consumer.
+func (r *Runtime) bind(ctx context.Context, spec FunctionSpec) (*binding, error) {
+	log := r.opts.log.With("function", spec.Name)
+	handler, err := r.functions[spec.Name](Deps{
+		Logger:    log,
+		Config:    spec.Config,
+		Publisher: jsPublisher{js: r.js},
+		Mongo:     r.opts.mongo,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("constructing handler: %w", err)
+	}
+	stream, err := r.js.Stream(ctx, spec.Stream)
+	if err != nil {
+		return nil, fmt.Errorf("looking up stream %s: %w", spec.Stream, err)
+	}
+	consumer, err := ensureConsumer(ctx, stream, spec)
+	if err != nil {
+		return nil, err
+	}
+	return &binding{
+		spec: spec, handler: handler, js: r.js, stream: stream, consumer: consumer,
+		dlSubject: r.manifest.DeadLetterSubject(spec.Name),
+		policy:    retryPolicy{maxDeliver: spec.MaxDeliver, backoff: spec.Backoff, ackWait: spec.AckWait},
+		stats:     &counters{},
+		log:       log,
+	}, nil
+}
+
+// announce registers each binding's micro service and advisory watcher. The
+// returned cleanup stops them and flushes the connection; it is safe to call
+// after a partial failure.
+func (r *Runtime) announce(bindings []*binding) (func(), error) {
+	var services []micro.Service
+	var subs []*nats.Subscription
+	cleanup := func() {
+		for _, s := range services {
+			_ = s.Stop()
+		}
+		for _, s := range subs {
+			_ = s.Unsubscribe()
+		}
+		_ = r.nc.Flush()
+	}
+	for _, b := range bindings {
+		svc, err := b.addService(r.nc, r.manifest.Digest)
+		if err != nil {
+			return cleanup, err
+		}
+		services = append(services, svc)
+		sub, err := b.watchMaxDeliveries(r.nc)
+		if err != nil {
+			return cleanup, err
+		}
+		subs = append(subs, sub)
+	}
+	return cleanup, nil
+}

@@ -1,0 +1,73 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+)
+
+// consumerInfoTimeout bounds the consumer lookup behind a status request, so
+// a slow server cannot stall `nats micro stats`.
+const consumerInfoTimeout = 2 * time.Second
+
+// StatusSubject is the subject of a function's status endpoint.
+func StatusSubject(function string) string { return function + ".status" }
+
+// addService registers the binding as a NATS micro service, so `nats micro
+// ls`, `info` and `stats` find every bound function with its version and
+// JetStream counters. micro calls StatsHandler once per endpoint, which is
+// why the counters live on the status endpoint.
+func (b *binding) addService(nc *nats.Conn, digest string) (micro.Service, error) {
+	svc, err := micro.AddService(nc, micro.Config{
+		Name:        b.spec.Name,
+		Version:     b.spec.Version,
+		Description: "jetfn function " + b.spec.Name,
+		Metadata:    b.metadata(digest),
+		StatsHandler: func(*micro.Endpoint) any {
+			return b.status()
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("registering micro service %s: %w", b.spec.Name, err)
+	}
+	err = svc.AddEndpoint("status", micro.HandlerFunc(func(req micro.Request) {
+		if err := req.RespondJSON(b.status()); err != nil {
+			b.log.Warn("answering a status request", "err", err)
+		}
+	}), micro.WithEndpointSubject(StatusSubject(b.spec.Name)))
+	if err != nil {
+		_ = svc.Stop()
+		return nil, fmt.Errorf("adding status endpoint of %s: %w", b.spec.Name, err)
+	}
+	return svc, nil
+}
+
+func (b *binding) metadata(digest string) map[string]string {
+	return map[string]string{
+		"stream":          b.spec.Stream,
+		"consumer":        b.spec.Durable,
+		"subject":         strings.Join(b.spec.FilterSubjects(), ","),
+		"ack_wait":        b.spec.AckWait.String(),
+		"max_deliver":     strconv.Itoa(b.spec.MaxDeliver),
+		"heartbeat":       b.spec.Heartbeat.String(),
+		"concurrency":     strconv.Itoa(b.spec.Concurrency),
+		"manifest_digest": digest,
+	}
+}
+
+// status is the function's counters plus its consumer's pending figures.
+func (b *binding) status() Stats {
+	s := b.stats.snapshot(b.spec.Name)
+	ctx, cancel := context.WithTimeout(context.Background(), consumerInfoTimeout)
+	defer cancel()
+	if info, err := b.consumer.Info(ctx); err == nil {
+		s.NumPending = info.NumPending
+		s.NumAckPending = info.NumAckPending
+	}
+	return s
+}

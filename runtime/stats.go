@@ -1,0 +1,98 @@
+package runtime
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// durationWindow is how many recent processing times feed the average and
+// p99; a window keeps the figures current and the memory fixed.
+const durationWindow = 1024
+
+// Stats is a snapshot of one function's counters in this process. It is the
+// body of the `<function>.status` endpoint and the data of `nats micro stats`.
+type Stats struct {
+	Function      string  `json:"function"`
+	Handled       uint64  `json:"handled"`
+	Acked         uint64  `json:"acked"`
+	Naked         uint64  `json:"naked"`
+	Termed        uint64  `json:"termed"`
+	DeadLettered  uint64  `json:"dead_lettered"`
+	Redeliveries  uint64  `json:"redeliveries"`
+	Heartbeats    uint64  `json:"heartbeats"`
+	InFlight      int64   `json:"in_flight"`
+	LastError     string  `json:"last_error,omitempty"`
+	AvgMillis     float64 `json:"processing_avg_ms"`
+	P99Millis     float64 `json:"processing_p99_ms"`
+	NumPending    uint64  `json:"num_pending"`
+	NumAckPending int     `json:"num_ack_pending"`
+}
+
+// counters are a function's live counters, safe for concurrent use.
+type counters struct {
+	handled, acked, naked, termed atomic.Uint64
+	deadLettered, redeliveries    atomic.Uint64
+	heartbeats                    atomic.Uint64
+	inFlight                      atomic.Int64
+	lastError                     atomic.Pointer[string]
+
+	mu        sync.Mutex
+	durations [durationWindow]time.Duration
+	next      int
+	filled    bool
+}
+
+func (c *counters) observe(d time.Duration) {
+	c.mu.Lock()
+	c.durations[c.next] = d
+	c.next = (c.next + 1) % durationWindow
+	c.filled = c.filled || c.next == 0
+	c.mu.Unlock()
+}
+
+func (c *counters) setLastError(err error) {
+	msg := err.Error()
+	c.lastError.Store(&msg)
+}
+
+// snapshot copies the counters; consumer figures are filled in by the caller.
+func (c *counters) snapshot(function string) Stats {
+	s := Stats{
+		Function:     function,
+		Handled:      c.handled.Load(),
+		Acked:        c.acked.Load(),
+		Naked:        c.naked.Load(),
+		Termed:       c.termed.Load(),
+		DeadLettered: c.deadLettered.Load(),
+		Redeliveries: c.redeliveries.Load(),
+		Heartbeats:   c.heartbeats.Load(),
+		InFlight:     c.inFlight.Load(),
+	}
+	if p := c.lastError.Load(); p != nil {
+		s.LastError = *p
+	}
+	s.AvgMillis, s.P99Millis = c.processingTimes()
+	return s
+}
+
+func (c *counters) processingTimes() (avg, p99 float64) {
+	c.mu.Lock()
+	n := c.next
+	if c.filled {
+		n = durationWindow
+	}
+	window := slices.Clone(c.durations[:n])
+	c.mu.Unlock()
+	if n == 0 {
+		return 0, 0
+	}
+	slices.Sort(window)
+	var sum time.Duration
+	for _, d := range window {
+		sum += d
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	return ms(sum / time.Duration(n)), ms(window[(n*99-1)/100])
+}
