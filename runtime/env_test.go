@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -37,6 +38,9 @@ func newEnv(t *testing.T) *testEnv {
 // stream and one function "fn" reading test.in, whose spec lines are given.
 func testManifest(t *testing.T, fnSpec string) *Manifest {
 	t.Helper()
+	if !strings.Contains(fnSpec, "version:") {
+		fnSpec = "    version: 1.0.0\n" + fnSpec
+	}
 	m, err := ParseManifest([]byte(`
 streams:
   - name: TEST
@@ -45,7 +49,6 @@ streams:
     subjects: ["deadletter.>"]
 functions:
   - name: fn
-    version: 1.0.0
     stream: TEST
     subject: test.in
 ` + fnSpec))
@@ -94,6 +97,25 @@ func (e *testEnv) start(m *Manifest, h Handler, opts ...Option) *running {
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	return e.run(rt)
+}
+
+// startUnvalidated is start for a manifest that a test changed after
+// validating it, to reach states a valid manifest cannot.
+func (e *testEnv) startUnvalidated(m *Manifest, h Handler, opts ...Option) *running {
+	e.t.Helper()
+	opts = append([]Option{WithLogger(testLogger())}, opts...)
+	rt, err := New(e.nc, testManifest(e.t, ""), []Function{{Name: "fn", New: func(Deps) (Handler, error) { return h, nil }}},
+		opts...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	rt.manifest = m
+	return e.run(rt)
+}
+
+func (e *testEnv) run(rt *Runtime) *running {
+	e.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{rt: rt, cancel: cancel, done: make(chan struct{})}
 	go func() {
