@@ -143,4 +143,3 @@ func (d *differ) String() string {
 	}
 	return strings.Join(d.notes, ", ")
 }
-
