@@ -1,0 +1,123 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+)
+
+// Config is every setting jetfn reads from the environment. Only main reads
+// the environment; packages get values, never variables.
+type Config struct {
+	NATSURL       string        `env:"NATS_URL"`
+	MongoURI      string        `env:"MONGO_URI"`
+	MongoDatabase string        `env:"MONGO_DATABASE" envDefault:"jetfn"`
+	Manifest      string        `env:"JETFN_MANIFEST"`
+	DrainTimeout  time.Duration `env:"DRAIN_TIMEOUT" envDefault:"30s"`
+	LogLevel      string        `env:"LOG_LEVEL" envDefault:"info"`
+	LogFormat     string        `env:"LOG_FORMAT" envDefault:"text"`
+}
+
+// errUsage marks an error caused by a setting or a flag: exit code 2.
+var errUsage = errors.New("usage")
+
+// loadConfig parses the environment. A value that does not parse is an
+// error naming its variable.
+func loadConfig() (Config, error) {
+	var cfg Config
+	if err := env.Parse(&cfg); err != nil {
+		return cfg, usageError(envVarError(err))
+	}
+	return cfg, cfg.validate()
+}
+
+func (c Config) validate() error {
+	var errs []error
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		errs = append(errs, err)
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		errs = append(errs, fmt.Errorf("LOG_FORMAT: %q is not text or json", c.LogFormat))
+	}
+	if c.DrainTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("DRAIN_TIMEOUT: %s is not positive", c.DrainTimeout))
+	}
+	if c.MongoDatabase == "" {
+		errs = append(errs, errors.New("MONGO_DATABASE: must not be empty"))
+	}
+	return usageError(errors.Join(errs...))
+}
+
+// requireRun checks what `jetfn run` needs beyond the defaults.
+func (c Config) requireRun() error {
+	var errs []error
+	if c.NATSURL == "" {
+		errs = append(errs, errors.New("NATS_URL: required (for example nats://127.0.0.1:4222)"))
+	}
+	if c.MongoURI == "" {
+		errs = append(errs, errors.New("MONGO_URI: required (for example mongodb://127.0.0.1:27017)"))
+	}
+	if c.Manifest == "" {
+		errs = append(errs, errors.New("JETFN_MANIFEST: required (or --manifest)"))
+	}
+	return usageError(errors.Join(errs...))
+}
+
+func usageError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", errUsage, err)
+}
+
+// envVarError rewrites caarlos0/env's errors, which name struct fields, to
+// name the environment variable the user set.
+func envVarError(err error) error {
+	var agg env.AggregateError
+	if !errors.As(err, &agg) {
+		return err
+	}
+	var out []error
+	for _, e := range agg.Errors {
+		var pe env.ParseError
+		if errors.As(e, &pe) {
+			out = append(out, fmt.Errorf("%s: %w", envName(pe.Name), pe.Err))
+			continue
+		}
+		out = append(out, e)
+	}
+	return errors.Join(out...)
+}
+
+func envName(field string) string {
+	f, ok := reflect.TypeFor[Config]().FieldByName(field)
+	if !ok {
+		return field
+	}
+	name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
+	return name
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return l, fmt.Errorf("LOG_LEVEL: %q is not debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+// newLogger builds the process's logger from LOG_LEVEL and LOG_FORMAT.
+func (c Config) newLogger(w io.Writer) *slog.Logger {
+	level, _ := parseLevel(c.LogLevel)
+	opts := &slog.HandlerOptions{Level: level}
+	if c.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+func TestExitCodes(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		env      map[string]string
+		wantCode int
+		wantOut  string
+	}{
+		{name: "version", args: []string{"version"}, wantCode: 0, wantOut: "jetfn dev"},
+		{name: "help", args: []string{"run", "--help"}, wantCode: 0, wantOut: "Usage: jetfn run"},
+		{name: "unknown command", args: []string{"deploy-all"}, wantCode: 2, wantOut: `unknown command "deploy-all"`},
+		{name: "missing settings name every variable", args: []string{"run"},
+			env: map[string]string{"NATS_URL": "", "MONGO_URI": "", "JETFN_MANIFEST": ""}, wantCode: 2,
+			wantOut: "NATS_URL: required"},
+		{name: "bad duration names its variable", args: []string{"run"},
+			env: map[string]string{"DRAIN_TIMEOUT": "soon"}, wantCode: 2, wantOut: "DRAIN_TIMEOUT: "},
+		{name: "bad log level", args: []string{"check", "--manifest", "../../manifests/local.yaml"},
+			env: map[string]string{"LOG_LEVEL": "loud"}, wantCode: 2, wantOut: `LOG_LEVEL: "loud" is not`},
+		{name: "bad flag", args: []string{"check", "--manifets", "x"}, wantCode: 2, wantOut: "flag provided but not defined"},
+		{name: "check passes the local manifest", args: []string{"check", "--manifest", "../../manifests/local.yaml"},
+			wantCode: 0, wantOut: "ok (4 streams, 2 functions"},
+		{name: "check passes the production manifest", args: []string{"check", "--manifest", "../../manifests/production.yaml"},
+			wantCode: 0, wantOut: "ok (4 streams, 2 functions"},
+		{name: "check lists problems", args: []string{"check", "--manifest", "testdata/bad.yaml"},
+			wantCode: 1, wantOut: `unknown function "summarise"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			var out bytes.Buffer
+			code := realMain(context.Background(), tt.args, &out, &out)
+			if code != tt.wantCode || !strings.Contains(out.String(), tt.wantOut) {
+				t.Fatalf("exit %d, output:\n%s\nwant exit %d and %q", code, out.String(), tt.wantCode, tt.wantOut)
+			}
+		})
+	}
+}

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/jetfn/jetfn/functions"
+	"github.com/jetfn/jetfn/runtime"
+)
+
+// connectTimeout bounds how long start-up waits for NATS and MongoDB.
+const connectTimeout = 10 * time.Second
+
+func cmdRun(ctx context.Context, args []string, _, errOut io.Writer) error {
+	fs := newFlags("run", "run [--manifest FILE]", errOut)
+	path := fs.String("manifest", "", "manifest to run (default $JETFN_MANIFEST)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	cfg, err := loadConfig()
+	if err != nil {
+		return err
+	}
+	if *path != "" {
+		cfg.Manifest = *path
+	}
+	if err := cfg.requireRun(); err != nil {
+		return err
+	}
+	return serve(ctx, cfg, cfg.newLogger(errOut), func() {})
+}
+
+// serve runs the runtime until ctx is done, then drains it and the
+// connections. onReady is called once every function is bound.
+func serve(ctx context.Context, cfg Config, log *slog.Logger, onReady func()) error {
+	m, err := runtime.LoadManifest(cfg.Manifest)
+	if err != nil {
+		return usageError(err)
+	}
+	nc, closed, err := connectNATS(cfg.NATSURL, log)
+	if err != nil {
+		return err
+	}
+	defer drainNATS(nc, closed, log)
+	client, err := connectMongo(ctx, cfg.MongoURI)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = client.Disconnect(context.Background()) }()
+	rt, err := runtime.New(nc, m, functions.All(), runtime.WithLogger(log),
+		runtime.WithMongo(client.Database(cfg.MongoDatabase)), runtime.WithDrainTimeout(cfg.DrainTimeout))
+	if err != nil {
+		if errors.Is(err, runtime.ErrInvalidManifest) {
+			return usageError(err)
+		}
+		return err
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
+		select {
+		case <-rt.Ready():
+			onReady()
+		case <-ctx.Done():
+		}
+	})
+	if err := rt.Run(ctx); err != nil {
+		return fmt.Errorf("running: %w", err)
+	}
+	return nil
+}
+
+// connectNATS connects with unlimited reconnects: once running, a NATS
+// outage means waiting and retrying, never giving up on messages. The
+// returned channel closes when the connection is closed.
+func connectNATS(natsURL string, log *slog.Logger) (*nats.Conn, <-chan struct{}, error) {
+	closed := make(chan struct{})
+	nc, err := nats.Connect(natsURL,
+		nats.Name("jetfn"),
+		nats.Timeout(connectTimeout),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(time.Second),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			log.Warn("disconnected from NATS", "err", err)
+		}),
+		nats.ReconnectHandler(func(c *nats.Conn) {
+			log.Info("reconnected to NATS", "url", c.ConnectedUrlRedacted())
+		}),
+		nats.ClosedHandler(func(*nats.Conn) { close(closed) }),
+	)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connecting to NATS_URL %s: %w", redactURL(natsURL), err)
+	}
+	return nc, closed, nil
+}
+
+// drainNATS lets pending publishes and acks reach the server, then closes.
+func drainNATS(nc *nats.Conn, closed <-chan struct{}, log *slog.Logger) {
+	if err := nc.Drain(); err != nil {
+		log.Warn("draining the NATS connection", "err", err)
+		nc.Close()
+	}
+	select {
+	case <-closed:
+	case <-time.After(connectTimeout):
+		log.Warn("NATS connection did not close after draining")
+	}
+}
+
+// connectMongo connects and pings, so a wrong MONGO_URI fails at start
+// rather than as a dead letter per message.
+func connectMongo(ctx context.Context, uri string) (*mongo.Client, error) {
+	client, err := mongo.Connect(options.Client().ApplyURI(uri).SetServerSelectionTimeout(connectTimeout))
+	if err != nil {
+		return nil, usageError(fmt.Errorf("MONGO_URI %s: %w", redactURL(uri), err))
+	}
+	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	if err := client.Ping(ctx, nil); err != nil {
+		_ = client.Disconnect(context.Background())
+		return nil, fmt.Errorf("reaching MongoDB at MONGO_URI %s: %w", redactURL(uri), err)
+	}
+	return client, nil
+}
+
+// redactURL hides a password in a URL, so it never reaches a log or error.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}

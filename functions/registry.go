@@ -1,0 +1,11 @@
+// Package functions is the one list of functions compiled into jetfn. A
+// manifest may bind any of them by name; one it does not name is not bound.
+// Adding a function is a package under functions/ plus a line here.
+package functions
+
+import "github.com/jetfn/jetfn/runtime"
+
+// All returns every compiled-in function.
+func All() []runtime.Function {
+	return []runtime.Function{}
+}
