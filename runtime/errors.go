@@ -22,6 +22,16 @@ var ErrUnknownFunction = errors.New("unknown function")
 // ErrInvalidManifest wraps every problem found while validating a manifest.
 var ErrInvalidManifest = errors.New("invalid manifest")
 
+// ErrShortWindow is returned when an output stream's duplicate window is
+// shorter than twice the longest time after which a function may publish the
+// same output again; a redelivery after the window would store it twice.
+var ErrShortWindow = errors.New("duplicate window shorter than the redelivery horizon")
+
+// ErrUndeclaredOutput is a publish to a subject the function's manifest
+// entry does not list under outputs. It is permanent: a retry cannot fix a
+// manifest.
+var ErrUndeclaredOutput = errors.New("publish to an undeclared output")
+
 // ErrServerRefused is returned when the NATS server refuses a stream or
 // consumer that the manifest declares, for example a change of storage type.
 var ErrServerRefused = errors.New("server refused the manifest")

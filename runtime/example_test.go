@@ -48,6 +48,9 @@ functions:
     stream: GREETINGS
     subject: greetings.requested
     ackWait: 5s
+    outputs:
+      - subject: greetings.sent
+        stream: GREETINGS
 `
 
 // Example runs one function on an embedded nats-server: the manifest binds

@@ -67,7 +67,20 @@ type FunctionSpec struct {
 	MaxAckPending int             `yaml:"maxAckPending"`
 	// Timeout cancels a handler's context; zero means no limit.
 	Timeout time.Duration `yaml:"timeout"`
-	Config  Config        `yaml:"config"`
+	// Outputs are the subjects the function publishes to and the streams
+	// that store them. The runtime's publisher refuses any other subject,
+	// so the manifest is the truth about who writes where.
+	Outputs []OutputSpec `yaml:"outputs"`
+	// MaxOutage is how long all of the function's instances may be down at
+	// once (default 1h); it feeds the duplicate-window check.
+	MaxOutage time.Duration `yaml:"maxOutage"`
+	Config    Config        `yaml:"config"`
+}
+
+// OutputSpec is one subject (pattern) a function publishes to.
+type OutputSpec struct {
+	Subject string `yaml:"subject"`
+	Stream  string `yaml:"stream"`
 }
 
 // Manifest defaults, applied to fields a manifest leaves out.
@@ -78,6 +91,7 @@ const (
 	DefaultMaxAckPending = 1000
 	DefaultDeadLetter    = "DEADLETTER"
 	DefaultDeadPrefix    = "deadletter"
+	DefaultMaxOutage     = time.Hour
 )
 
 // LoadManifest reads and parses the manifest at path. It does not validate
@@ -152,6 +166,9 @@ func (f *FunctionSpec) applyDefaults() {
 	if f.Concurrency == 0 {
 		f.Concurrency = 1
 	}
+	if f.MaxOutage == 0 {
+		f.MaxOutage = DefaultMaxOutage
+	}
 	if f.MaxAckPending == 0 {
 		f.MaxAckPending = max(DefaultMaxAckPending, f.Concurrency)
 	}
@@ -163,6 +180,15 @@ func (f *FunctionSpec) FilterSubjects() []string {
 		return append([]string{f.Subject}, f.Subjects...)
 	}
 	return f.Subjects
+}
+
+// OutputSubjects lists the subjects the function may publish to.
+func (f *FunctionSpec) OutputSubjects() []string {
+	subjects := make([]string, 0, len(f.Outputs))
+	for _, o := range f.Outputs {
+		subjects = append(subjects, o.Subject)
+	}
+	return subjects
 }
 
 // Stream returns the declared stream with that name.

@@ -31,3 +31,19 @@ func (p jsPublisher) Publish(ctx context.Context, subject string, data []byte, m
 	}
 	return nil
 }
+
+// outputPublisher is the Publisher a function gets: it refuses subjects
+// outside the function's declared outputs.
+type outputPublisher struct {
+	inner    Publisher
+	function string
+	outputs  []string
+}
+
+func (p outputPublisher) Publish(ctx context.Context, subject string, data []byte, msgID string) error {
+	if !coveredByAny(subject, p.outputs) {
+		return Permanent(fmt.Errorf("%w: function %s publishes only to %v (manifest outputs), not %s",
+			ErrUndeclaredOutput, p.function, p.outputs, subject))
+	}
+	return p.inner.Publish(ctx, subject, data, msgID)
+}

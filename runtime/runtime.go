@@ -34,9 +34,10 @@ type Runtime struct {
 }
 
 type options struct {
-	log          *slog.Logger
-	mongo        *mongo.Database
-	drainTimeout time.Duration
+	log              *slog.Logger
+	mongo            *mongo.Database
+	drainTimeout     time.Duration
+	allowShortWindow bool
 }
 
 // Option configures a Runtime.
@@ -72,6 +73,15 @@ func WithDrainTimeout(d time.Duration) Option {
 	}
 }
 
+// AllowShortWindow turns the duplicate-window check (ErrShortWindow) from
+// an error into a logged warning, for deployers who accept the risk.
+func AllowShortWindow() Option {
+	return func(o *options) error {
+		o.allowShortWindow = true
+		return nil
+	}
+}
+
 // New validates the manifest against the compiled-in functions and returns
 // a Runtime ready to Run. It does not touch the server yet.
 func New(nc *nats.Conn, m *Manifest, functions []Function, opts ...Option) (*Runtime, error) {
@@ -83,6 +93,12 @@ func New(nc *nats.Conn, m *Manifest, functions []Function, opts ...Option) (*Run
 	}
 	if err := m.Validate(Names(functions)); err != nil {
 		return nil, err
+	}
+	if err := m.CheckDuplicateWindows(); err != nil {
+		if !o.allowShortWindow {
+			return nil, err
+		}
+		o.log.Warn("running with a short duplicate window", "err", err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -159,7 +175,7 @@ func (r *Runtime) bind(ctx context.Context, spec FunctionSpec) (*binding, error)
 	handler, err := r.functions[spec.Name](Deps{
 		Logger:    log,
 		Config:    spec.Config,
-		Publisher: jsPublisher{js: r.js},
+		Publisher: outputPublisher{inner: jsPublisher{js: r.js}, function: spec.Name, outputs: spec.OutputSubjects()},
 		Mongo:     r.opts.mongo,
 	})
 	if err != nil {

@@ -71,6 +71,23 @@ func (m *Manifest) validateStreams(add problemFunc) {
 			add("%s.duplicates: %s is longer than maxAge %s", at, s.Duplicates, s.MaxAge)
 		}
 	}
+	m.validateStreamOverlap(add)
+}
+
+// validateStreamOverlap refuses two streams that would both claim a
+// subject; the server refuses them too, but only at start-up.
+func (m *Manifest) validateStreamOverlap(add problemFunc) {
+	for i, a := range m.Streams {
+		for _, b := range m.Streams[i+1:] {
+			for _, sa := range a.Subjects {
+				for _, sb := range b.Subjects {
+					if SubjectsOverlap(sa, sb) {
+						add("streams (%s, %s): subjects %s and %s overlap; a message would belong to both", a.Name, b.Name, sa, sb)
+					}
+				}
+			}
+		}
+	}
 }
 
 func (m *Manifest) validateDeadLetter(add problemFunc) {
@@ -151,6 +168,34 @@ func (m *Manifest) validateFunction(at string, f *FunctionSpec, add problemFunc)
 	if f.Timeout < 0 {
 		add("%s.timeout: must not be negative", at)
 	}
+	if f.MaxOutage < 0 {
+		add("%s.maxOutage: must not be negative", at)
+	}
+	m.validateOutputs(at, f, add)
+}
+
+// validateOutputs checks that every output is stored by its stream and
+// that no output feeds the function's own input, which would loop.
+func (m *Manifest) validateOutputs(at string, f *FunctionSpec, add problemFunc) {
+	for i, o := range f.Outputs {
+		oat := fmt.Sprintf("%s.outputs[%d]", at, i)
+		if err := checkSubject(o.Subject); err != nil {
+			add("%s.subject: %v", oat, err)
+			continue
+		}
+		stream, ok := m.Stream(o.Stream)
+		switch {
+		case !ok:
+			add("%s.stream: %q is not declared under streams", oat, o.Stream)
+		case !coveredByAny(o.Subject, stream.Subjects):
+			add("%s: subject %s is not stored by stream %s (subjects %v); the publish would fail", oat, o.Subject, o.Stream, stream.Subjects)
+		}
+		for _, in := range f.FilterSubjects() {
+			if SubjectsOverlap(o.Subject, in) {
+				add("%s: subject %s overlaps the function's own input %s; its output would feed itself", oat, o.Subject, in)
+			}
+		}
+	}
 }
 
 func (m *Manifest) validateSubjects(at string, f *FunctionSpec, add problemFunc) {
@@ -213,4 +258,19 @@ func SubjectCovered(subj, pattern string) bool {
 		}
 	}
 	return len(s) == len(p)
+}
+
+// SubjectsOverlap reports whether some subject matches both patterns.
+func SubjectsOverlap(a, b string) bool {
+	ta, tb := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; i < len(ta) && i < len(tb); i++ {
+		x, y := ta[i], tb[i]
+		if x == ">" || y == ">" {
+			return true
+		}
+		if x != "*" && y != "*" && x != y {
+			return false
+		}
+	}
+	return len(ta) == len(tb)
 }

@@ -13,6 +13,7 @@ import (
 func cmdCheck(_ context.Context, args []string, out, errOut io.Writer) error {
 	fs := newFlags("check", "check --manifest FILE", errOut)
 	path := fs.String("manifest", "", "manifest to validate (default $JETFN_MANIFEST)")
+	allowShort := fs.Bool("allow-short-window", false, "report a duplicate window shorter than twice the redelivery horizon as a warning")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -33,6 +34,13 @@ func cmdCheck(_ context.Context, args []string, out, errOut io.Writer) error {
 	if err != nil {
 		fmt.Fprintln(out, err)
 		return errCheckFailed
+	}
+	if err := m.CheckDuplicateWindows(); err != nil {
+		if !*allowShort {
+			fmt.Fprintln(out, err)
+			return errCheckFailed
+		}
+		fmt.Fprintf(out, "warning (--allow-short-window): %v\n", err)
 	}
 	fmt.Fprintf(out, "%s: ok (%d streams, %d functions, digest %s)\n", *path, len(m.Streams), len(m.Functions), m.Digest)
 	return nil

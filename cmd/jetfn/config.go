@@ -22,6 +22,9 @@ type Config struct {
 	DrainTimeout  time.Duration `env:"DRAIN_TIMEOUT" envDefault:"30s"`
 	LogLevel      string        `env:"LOG_LEVEL" envDefault:"info"`
 	LogFormat     string        `env:"LOG_FORMAT" envDefault:"text"`
+
+	// AllowShortWindow comes from --allow-short-window, not the environment.
+	AllowShortWindow bool `env:"-"`
 }
 
 // errUsage marks an error caused by a setting or a flag: exit code 2.

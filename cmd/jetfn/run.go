@@ -24,6 +24,7 @@ const connectTimeout = 10 * time.Second
 func cmdRun(ctx context.Context, args []string, _, errOut io.Writer) error {
 	fs := newFlags("run", "run [--manifest FILE]", errOut)
 	path := fs.String("manifest", "", "manifest to run (default $JETFN_MANIFEST)")
+	allowShort := fs.Bool("allow-short-window", false, "warn instead of refusing a duplicate window shorter than twice the redelivery horizon")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -34,6 +35,7 @@ func cmdRun(ctx context.Context, args []string, _, errOut io.Writer) error {
 	if *path != "" {
 		cfg.Manifest = *path
 	}
+	cfg.AllowShortWindow = *allowShort
 	if err := cfg.requireRun(); err != nil {
 		return err
 	}
@@ -57,10 +59,14 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, onReady func()) er
 		return err
 	}
 	defer func() { _ = client.Disconnect(context.Background()) }()
-	rt, err := runtime.New(nc, m, functions.All(), runtime.WithLogger(log),
-		runtime.WithMongo(client.Database(cfg.MongoDatabase)), runtime.WithDrainTimeout(cfg.DrainTimeout))
+	opts := []runtime.Option{runtime.WithLogger(log),
+		runtime.WithMongo(client.Database(cfg.MongoDatabase)), runtime.WithDrainTimeout(cfg.DrainTimeout)}
+	if cfg.AllowShortWindow {
+		opts = append(opts, runtime.AllowShortWindow())
+	}
+	rt, err := runtime.New(nc, m, functions.All(), opts...)
 	if err != nil {
-		if errors.Is(err, runtime.ErrInvalidManifest) {
+		if errors.Is(err, runtime.ErrInvalidManifest) || errors.Is(err, runtime.ErrShortWindow) {
 			return usageError(err)
 		}
 		return err

@@ -1,0 +1,87 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Horizon is how long after a message's first delivery a function may still
+// publish that message's output. A redelivery can come that late, and its
+// publish is dropped as a duplicate only while the output stream still
+// remembers the first publish's message ID.
+type Horizon struct {
+	Function string
+	// Stream is the output stream whose duplicate window must cover it.
+	Stream string
+	Window time.Duration
+	// The parts: how long every instance may be down, the waits before
+	// the redeliveries, and the handler's own time limit.
+	MaxOutage    time.Duration
+	Redeliveries time.Duration
+	Timeout      time.Duration
+	MaxDeliver   int
+}
+
+// Total is the horizon itself.
+func (h Horizon) Total() time.Duration { return h.MaxOutage + h.Redeliveries + h.Timeout }
+
+// MinWindow is the smallest duplicate window that passes: twice the
+// horizon, the margin jetstream-exactly-once.txt asks for.
+func (h Horizon) MinWindow() time.Duration { return 2 * h.Total() }
+
+// redeliveryWait sums, over every allowed delivery, the longest wait before
+// the next one: ackWait when the process died, the backoff entry when the
+// handler failed.
+func (f *FunctionSpec) redeliveryWait() time.Duration {
+	p := retryPolicy{maxDeliver: f.MaxDeliver, backoff: f.Backoff, ackWait: f.AckWait}
+	var sum time.Duration
+	for n := 1; n <= f.MaxDeliver; n++ {
+		sum += max(f.AckWait, p.delayAfter(uint64(n)))
+	}
+	return sum
+}
+
+// Horizons computes one horizon per function and output stream.
+func (m *Manifest) Horizons() []Horizon {
+	var out []Horizon
+	for _, f := range m.Functions {
+		seen := map[string]bool{}
+		for _, o := range f.Outputs {
+			s, ok := m.Stream(o.Stream)
+			if !ok || seen[s.Name] {
+				continue
+			}
+			seen[s.Name] = true
+			out = append(out, Horizon{
+				Function: f.Name, Stream: s.Name, Window: s.Duplicates,
+				MaxOutage: f.MaxOutage, Redeliveries: f.redeliveryWait(), Timeout: f.Timeout, MaxDeliver: f.MaxDeliver,
+			})
+		}
+	}
+	return out
+}
+
+// CheckDuplicateWindows returns an ErrShortWindow error for every output
+// stream whose duplicate window is shorter than twice the horizon of a
+// function that publishes to it.
+func (m *Manifest) CheckDuplicateWindows() error {
+	var errs []error
+	for _, h := range m.Horizons() {
+		if h.Window < h.MinWindow() {
+			errs = append(errs, fmt.Errorf("%w: %s", ErrShortWindow, h.explain()))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (h Horizon) explain() string {
+	return fmt.Sprintf("stream %s keeps message IDs for %s (duplicates), but function %s may publish "+
+		"the same output up to %s after a message's first delivery: maxOutage %s + %d deliveries "+
+		"waiting up to %s in all for redelivery (ackWait or backoff) + timeout %s. A redelivery that "+
+		"comes after the window has forgotten the first publish's Nats-Msg-Id, so it stores a second "+
+		"message, as the field report's 2-minute window did after a 130s outage. Set duplicates on "+
+		"%s to at least %s (twice the horizon), or lower maxOutage; --allow-short-window accepts the risk.",
+		h.Stream, h.Window, h.Function, h.Total(), h.MaxOutage, h.MaxDeliver, h.Redeliveries, h.Timeout,
+		h.Stream, h.MinWindow())
+}

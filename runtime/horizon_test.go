@@ -1,0 +1,139 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fieldReport is the field report's setup: a 2-minute window, ackWait 6s,
+// maxDeliver 5 and a 130s processor outage.
+func fieldReport(window string) string {
+	return `
+streams:
+  - name: TRANSCRIPTION
+    subjects: ["transcription.>", "transcript.>"]
+    duplicates: ` + window + `
+  - name: DEADLETTER
+    subjects: ["deadletter.>"]
+functions:
+  - name: summarize-session
+    version: 1.0.0
+    stream: TRANSCRIPTION
+    subject: transcription.session-ended
+    ackWait: 6s
+    maxDeliver: 5
+    maxOutage: 130s
+    outputs:
+      - subject: transcript.processed
+        stream: TRANSCRIPTION
+`
+}
+
+func TestDuplicateWindowCheck(t *testing.T) {
+	tests := []struct {
+		name    string
+		window  string
+		wantErr bool
+	}{
+		{name: "field report's 2-minute window is refused", window: "2m", wantErr: true},
+		{name: "one second short of twice the horizon is refused", window: "5m19s", wantErr: true},
+		{name: "twice the horizon passes", window: "5m20s"},
+		{name: "24h passes", window: "24h"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := ParseManifest([]byte(fieldReport(tt.window)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Validate(known); err != nil {
+				t.Fatal(err)
+			}
+			err = m.CheckDuplicateWindows()
+			if got := errors.Is(err, ErrShortWindow); got != tt.wantErr {
+				t.Fatalf("short window = %v, want %v (err %v)", got, tt.wantErr, err)
+			}
+			if !tt.wantErr {
+				return
+			}
+			t.Log(err)
+			// The explanation names the stream, the window, the function,
+			// the horizon's parts, the failure and the smallest fix.
+			for _, want := range []string{"stream TRANSCRIPTION keeps message IDs for 2m0s", "function summarize-session",
+				"2m40s", "maxOutage 2m10s", "5 deliveries waiting up to 30s", "stores a second message", "at least 5m20s"} {
+				if tt.window == "2m" && !strings.Contains(err.Error(), want) {
+					t.Errorf("explanation lacks %q", want)
+				}
+			}
+		})
+	}
+}
+
+func TestHorizonCountsBackoff(t *testing.T) {
+	f := FunctionSpec{AckWait: 6 * time.Second, MaxDeliver: 4, Backoff: []time.Duration{time.Second, 20 * time.Second}}
+	// Waits: max(6s,1s) + max(6s,20s) + 20s + 20s.
+	if got, want := f.redeliveryWait(), 66*time.Second; got != want {
+		t.Fatalf("redeliveryWait = %s, want %s", got, want)
+	}
+}
+
+func TestOutputChecks(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(string) string
+		want string
+	}{
+		{name: "output feeds its own input",
+			edit: replace("subject: transcript.processed", "subject: transcription.>"),
+			want: "overlaps the function's own input transcription.session-ended"},
+		{name: "output no stream stores",
+			edit: replace("subject: transcript.processed", "subject: summaries.done"),
+			want: "subject summaries.done is not stored by stream TRANSCRIPTION"},
+		{name: "output stream undeclared",
+			edit: replace("        stream: TRANSCRIPTION", "        stream: NOTIFICATIONS"),
+			want: `outputs[0].stream: "NOTIFICATIONS" is not declared`},
+		{name: "streams overlap",
+			edit: replace(`subjects: ["deadletter.>"]`, `subjects: ["deadletter.>", "transcript.*"]`),
+			want: "subjects transcript.> and transcript.* overlap"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := ParseManifest([]byte(tt.edit(fieldReport("24h"))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = m.Validate(known)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestPublisherRefusesUndeclaredOutput(t *testing.T) {
+	env := newEnv(t)
+	var publishErr error
+	h := HandlerFunc(func(ctx context.Context, _ Msg) error { return nil })
+	m := testManifest(t, "    outputs:\n      - subject: test.out.*\n        stream: TEST\n")
+	fns := []Function{{Name: "fn", New: func(d Deps) (Handler, error) {
+		if err := d.Publisher.Publish(context.Background(), "test.out.ok", []byte("x"), "id-1"); err != nil {
+			return nil, err
+		}
+		publishErr = d.Publisher.Publish(context.Background(), "test.elsewhere", []byte("x"), "id-2")
+		return h, nil
+	}}}
+	rt, err := New(env.nc, m, fns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.run(rt)
+	if !errors.Is(publishErr, ErrUndeclaredOutput) || !errors.Is(publishErr, ErrPermanent) {
+		t.Fatalf("publish outside outputs: %v, want a permanent ErrUndeclaredOutput", publishErr)
+	}
+	if got := env.streamMsgs("TEST"); got != 1 {
+		t.Fatalf("stream holds %d messages, want only the declared output", got)
+	}
+}
