@@ -204,8 +204,11 @@ func (m *Manifest) validateSubjects(at string, f *FunctionSpec, add problemFunc)
 		add("%s.stream: %q is not declared under streams", at, f.Stream)
 	}
 	subjects := f.FilterSubjects()
-	if len(subjects) == 0 {
+	switch {
+	case len(subjects) == 0:
 		add("%s.subject: a subject (or subjects) is required", at)
+	case f.Subject != "" && len(f.Subjects) > 0:
+		add("%s.subjects: give subject or subjects, not both", at)
 	}
 	for _, subj := range subjects {
 		if err := checkSubject(subj); err != nil {
