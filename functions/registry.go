@@ -3,9 +3,14 @@
 // Adding a function is a package under functions/ plus a line here.
 package functions
 
-import "github.com/jetfn/jetfn/runtime"
+import (
+	summarizesession "github.com/jetfn/jetfn/functions/summarize-session"
+	"github.com/jetfn/jetfn/runtime"
+)
 
 // All returns every compiled-in function.
 func All() []runtime.Function {
-	return []runtime.Function{}
+	return []runtime.Function{
+		{Name: summarizesession.Name, New: summarizesession.New},
+	}
 }

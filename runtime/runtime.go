@@ -38,6 +38,7 @@ type options struct {
 	mongo            *mongo.Database
 	drainTimeout     time.Duration
 	allowShortWindow bool
+	noProvision      bool
 }
 
 // Option configures a Runtime.
@@ -78,6 +79,16 @@ func WithDrainTimeout(d time.Duration) Option {
 func AllowShortWindow() Option {
 	return func(o *options) error {
 		o.allowShortWindow = true
+		return nil
+	}
+}
+
+// WithoutProvisioning makes Run only look up the manifest's streams and
+// consumers, never create or update them, so the instance can run with the
+// narrower permissions of `jetfn permissions` (without --provision).
+func WithoutProvisioning() Option {
+	return func(o *options) error {
+		o.noProvision = true
 		return nil
 	}
 }
@@ -129,10 +140,9 @@ func (r *Runtime) Ready() <-chan struct{} { return r.ready }
 // it drains (see binding.run), stops the services and flushes the
 // connection. Draining the connection itself is left to its owner.
 func (r *Runtime) Run(ctx context.Context) error {
-	for _, s := range r.manifest.Streams {
-		if err := ensureStream(ctx, r.js, s); err != nil {
-			return err
-		}
+	r.reportAsyncErrors()
+	if err := r.provisionStreams(ctx); err != nil {
+		return err
 	}
 	bindings, err := r.bindAll(ctx)
 	if err != nil {
@@ -185,7 +195,7 @@ func (r *Runtime) bind(ctx context.Context, spec FunctionSpec) (*binding, error)
 	if err != nil {
 		return nil, fmt.Errorf("looking up stream %s: %w", spec.Stream, err)
 	}
-	consumer, err := ensureConsumer(ctx, stream, spec)
+	consumer, err := r.consumer(ctx, stream, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -226,4 +236,48 @@ func (r *Runtime) announce(bindings []*binding) (func(), error) {
 		subs = append(subs, sub)
 	}
 	return cleanup, nil
+}
+
+// provisionStreams creates or updates the streams. Without provisioning
+// there is nothing to do here: bind looks up each function's own stream,
+// and output and dead-letter streams are only published to.
+func (r *Runtime) provisionStreams(ctx context.Context) error {
+	if r.opts.noProvision {
+		return nil
+	}
+	for _, s := range r.manifest.Streams {
+		if err := ensureStream(ctx, r.js, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *Runtime) consumer(ctx context.Context, stream jetstream.Stream, spec FunctionSpec) (jetstream.Consumer, error) {
+	if !r.opts.noProvision {
+		return ensureConsumer(ctx, stream, spec)
+	}
+	c, err := stream.Consumer(ctx, spec.Durable)
+	if err != nil {
+		return nil, fmt.Errorf("looking up consumer %s (provisioning is off): %w", spec.Durable, err)
+	}
+	return c, nil
+}
+
+// reportAsyncErrors logs what the server refuses asynchronously, such as a
+// permissions violation on a pull request, which would otherwise only look
+// like an idle consumer. It keeps the connection's own handler, and runs
+// before micro registers, which wraps whatever handler is set then.
+func (r *Runtime) reportAsyncErrors() {
+	prev := r.nc.Opts.AsyncErrorCB
+	r.nc.SetErrorHandler(func(nc *nats.Conn, sub *nats.Subscription, err error) {
+		subject := ""
+		if sub != nil {
+			subject = sub.Subject
+		}
+		r.opts.log.Error("NATS refused an operation", "err", err, "subscription", subject)
+		if prev != nil {
+			prev(nc, sub, err)
+		}
+	})
 }

@@ -23,8 +23,9 @@ type Config struct {
 	LogLevel      string        `env:"LOG_LEVEL" envDefault:"info"`
 	LogFormat     string        `env:"LOG_FORMAT" envDefault:"text"`
 
-	// AllowShortWindow comes from --allow-short-window, not the environment.
+	// Flags of `run`, not environment variables.
 	AllowShortWindow bool `env:"-"`
+	NoProvision      bool `env:"-"`
 }
 
 // errUsage marks an error caused by a setting or a flag: exit code 2.

@@ -27,6 +27,7 @@ func commands() []command {
 		{"run", "run the manifest's functions against NATS_URL and MONGO_URI", cmdRun},
 		{"dev", "run embedded NATS and MongoDB-compatible servers plus the runtime, for local work", cmdDev},
 		{"check", "validate a manifest against this binary's functions", cmdCheck},
+		{"permissions", "print the NATS permissions a runtime instance needs for a manifest", cmdPermissions},
 		{"simulate", "play a publisher against a stack: `simulate call` or `simulate recording`", cmdSimulate},
 		{"version", "print the version", cmdVersion},
 	}
@@ -78,7 +79,7 @@ func realMain(ctx context.Context, args []string, out, errOut io.Writer) int {
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "jetfn runs functions on NATS JetStream.\n\nUsage: jetfn <command> [flags]\n\nCommands:")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nRun `jetfn <command> --help` for a command's flags.")
 }

@@ -24,6 +24,7 @@ const connectTimeout = 10 * time.Second
 func cmdRun(ctx context.Context, args []string, _, errOut io.Writer) error {
 	fs := newFlags("run", "run [--manifest FILE]", errOut)
 	path := fs.String("manifest", "", "manifest to run (default $JETFN_MANIFEST)")
+	noProvision := fs.Bool("no-provision", false, "only look up streams and consumers, never create or update them (for `jetfn permissions` without --provision)")
 	allowShort := fs.Bool("allow-short-window", false, "warn instead of refusing a duplicate window shorter than twice the redelivery horizon")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -35,7 +36,7 @@ func cmdRun(ctx context.Context, args []string, _, errOut io.Writer) error {
 	if *path != "" {
 		cfg.Manifest = *path
 	}
-	cfg.AllowShortWindow = *allowShort
+	cfg.AllowShortWindow, cfg.NoProvision = *allowShort, *noProvision
 	if err := cfg.requireRun(); err != nil {
 		return err
 	}
@@ -63,6 +64,9 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, onReady func()) er
 		runtime.WithMongo(client.Database(cfg.MongoDatabase)), runtime.WithDrainTimeout(cfg.DrainTimeout)}
 	if cfg.AllowShortWindow {
 		opts = append(opts, runtime.AllowShortWindow())
+	}
+	if cfg.NoProvision {
+		opts = append(opts, runtime.WithoutProvisioning())
 	}
 	rt, err := runtime.New(nc, m, functions.All(), opts...)
 	if err != nil {

@@ -54,10 +54,24 @@ func (s store) loadSegments(ctx context.Context, evt events.SessionEnded) ([]eve
 // saveSummary replaces the session's summary, creating it the first time.
 // A replace, never an insert: a second run for the same session overwrites
 // the first summary instead of adding another.
+//
+// Two runs for one session (session-ended published twice) can upsert at
+// the same moment; both miss the document, both insert, and the loser gets
+// a duplicate-key error. Its retry finds the document and replaces it, so
+// it is retried here at once rather than after the manifest's backoff.
 func (s store) saveSummary(ctx context.Context, sum events.Summary) error {
-	opts := options.Replace().SetUpsert(true)
-	if _, err := s.summaries.ReplaceOne(ctx, bson.D{{Key: "_id", Value: sum.ID}}, sum, opts); err != nil {
+	err := s.replaceSummary(ctx, sum)
+	if mongo.IsDuplicateKeyError(err) {
+		err = s.replaceSummary(ctx, sum)
+	}
+	if err != nil {
 		return fmt.Errorf("saving summary %s: %w", sum.ID, err)
 	}
 	return nil
+}
+
+func (s store) replaceSummary(ctx context.Context, sum events.Summary) error {
+	opts := options.Replace().SetUpsert(true)
+	_, err := s.summaries.ReplaceOne(ctx, bson.D{{Key: "_id", Value: sum.ID}}, sum, opts)
+	return err
 }

@@ -31,10 +31,12 @@ func buildSummary(evt events.SessionEnded, segs []events.Segment, now time.Time)
 	}
 }
 
+// wordsPerSpeaker counts words under events.SpeakerKey, a name Mongo accepts
+// as a key.
 func wordsPerSpeaker(segs []events.Segment) map[string]int {
 	words := map[string]int{}
 	for _, s := range segs {
-		words[s.Speaker] += len(strings.Fields(s.Text))
+		words[events.SpeakerKey(s.Speaker)] += len(strings.Fields(s.Text))
 	}
 	return words
 }

@@ -1,0 +1,106 @@
+package summarizesession
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jetfn/jetfn/events"
+	"github.com/jetfn/jetfn/runtime"
+)
+
+// Name is the function's name in manifests and in the registry.
+const Name = "summarize-session"
+
+// Function handles transcription.session-ended events.
+//
+// Handle returns nil once the summary is stored and transcript.processed is
+// published, and the runtime acks. A malformed event (see
+// events.SessionEnded.Validate) is dead-lettered and never retried. A Mongo
+// or publish failure, or a context cancelled during the quiet wait, is a
+// plain error: the runtime naks with backoff and the next delivery starts
+// again from the top, which is safe because both side effects are
+// idempotent.
+type Function struct {
+	cfg     Config
+	store   store
+	pub     runtime.Publisher
+	log     *slog.Logger
+	wait    waitFunc
+	now     func() time.Time
+	handler runtime.Handler
+}
+
+var _ runtime.Handler = (*Function)(nil)
+
+// New builds the function from the runtime's dependencies. Its config block
+// takes quiet (default 2s) and maxRounds (default 5).
+func New(deps runtime.Deps) (runtime.Handler, error) {
+	cfg := DefaultConfig()
+	if err := deps.Config.Decode(&cfg); err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if deps.Mongo == nil {
+		return nil, ErrNoMongo
+	}
+	if deps.Publisher == nil {
+		return nil, ErrNoPublisher
+	}
+	log := deps.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	f := &Function{cfg: cfg, store: newStore(deps.Mongo), pub: deps.Publisher, log: log, wait: sleep, now: time.Now}
+	f.handler = runtime.JSON(f.summarize)
+	return f, nil
+}
+
+// Handle decodes the event and summarizes its session.
+func (f *Function) Handle(ctx context.Context, msg runtime.Msg) error {
+	return f.handler.Handle(ctx, msg)
+}
+
+// summarize runs the steps in an order that can restart from the top after
+// a crash anywhere: reads first, then the upsert, then the publish.
+func (f *Function) summarize(ctx context.Context, msg runtime.Msg, evt events.SessionEnded) error {
+	log := f.log.With("conversation_id", evt.ConversationID, "session_id", evt.SessionID,
+		"stream_seq", msg.StreamSequence, "num_delivered", msg.NumDelivered)
+	count := func(ctx context.Context) (int, error) { return f.store.countSegments(ctx, evt) }
+	st, err := waitStable(ctx, f.cfg.Quiet, f.cfg.MaxRounds, count, f.wait)
+	if err != nil {
+		return err
+	}
+	segs, err := f.store.loadSegments(ctx, evt)
+	if err != nil {
+		return err
+	}
+	sum := buildSummary(evt, segs, f.now())
+	if err := f.store.saveSummary(ctx, sum); err != nil {
+		return err
+	}
+	if err := f.publishProcessed(ctx, sum); err != nil {
+		return err
+	}
+	log.Info("session summarized", "segments", sum.Segments, "published_segments", evt.PublishedSegments,
+		"complete", sum.Complete, "rounds", st.rounds, "count_stable", st.stable)
+	return nil
+}
+
+// publishProcessed announces the stored summary. The Nats-Msg-Id is the
+// summary's key, so a repeated run inside the stream's duplicate window is
+// dropped by the stream.
+func (f *Function) publishProcessed(ctx context.Context, sum events.Summary) error {
+	data, err := json.Marshal(events.TranscriptProcessed{
+		ConversationID: sum.ConversationID, SessionID: sum.SessionID,
+		Segments: sum.Segments, Complete: sum.Complete,
+	})
+	if err != nil {
+		return fmt.Errorf("encoding %s: %w", events.TranscriptProcessedSubject, err)
+	}
+	return f.pub.Publish(ctx, events.TranscriptProcessedSubject, data, sum.ID)
+}

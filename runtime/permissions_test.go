@@ -1,0 +1,314 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetfn/jetfn/runtime/runtimetest"
+)
+
+// permsManifest has one function that publishes an output.
+func permsManifest(t *testing.T) *Manifest {
+	m := testManifest(t, "    ackWait: 300ms\n    heartbeat: 100ms\n    maxDeliver: 2\n    concurrency: 3\n"+
+		"    outputs:\n      - subject: test.out\n        stream: TEST\n")
+	if err := m.Validate([]string{"fn"}); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// permsHandler publishes each payload as an output; a "slow" one outlives
+// ackWait, so it needs heartbeats (more than the one reply that
+// allow_responses grants).
+func permsHandler(deps Deps) (Handler, error) {
+	return HandlerFunc(func(ctx context.Context, msg Msg) error {
+		if string(msg.Data) == "slow" {
+			time.Sleep(400 * time.Millisecond)
+		}
+		return deps.Publisher.Publish(ctx, "test.out", msg.Data, "out:"+string(msg.Data))
+	}), nil
+}
+
+// TestGeneratedPermissionsSufficient runs the runtime as a user with exactly
+// the generated permissions (streams provisioned by an admin), and checks
+// every route works: handling, output, dead letter by advisory, micro.
+func TestGeneratedPermissionsSufficient(t *testing.T) {
+	m := permsManifest(t)
+	p := startPermsCase(t, m, m.Permissions(PermissionOptions{}), false)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("runtime log:\n%s", p.log.String())
+		}
+	})
+	runtimetest.Eventually(t, 20*time.Second, "output and dead letter", func() bool {
+		return p.env.streamMsgs("DEADLETTER") == 1 && p.outputs() == 2
+	})
+	if _, err := p.admin.Request("$SRV.PING.fn", nil, 5*time.Second); err != nil {
+		t.Fatalf("micro PING: %v", err)
+	}
+	if v := p.log.violations(); len(v) > 0 {
+		t.Fatalf("permission violations with the generated permissions: %v", v)
+	}
+}
+
+// TestProvisionPermissionsSufficient runs the runtime as a user with the
+// --provision permissions on an empty server: it creates every stream and
+// its consumer itself, then works.
+func TestProvisionPermissionsSufficient(t *testing.T) {
+	m := permsManifest(t)
+	p := startPermsCase(t, m, m.Permissions(PermissionOptions{Provision: true}), true)
+	runtimetest.Eventually(t, 20*time.Second, "outputs", func() bool { return p.outputs() == 2 })
+	if v := p.log.violations(); len(v) > 0 {
+		t.Fatalf("permission violations with the --provision permissions: %v\n%s", v, p.log.String())
+	}
+}
+
+// TestGeneratedPermissionsMinimal removes one permission at a time: each
+// removal must show up as a clear permissions-violation error naming the
+// refused subject, not as silently lost messages.
+func TestGeneratedPermissionsMinimal(t *testing.T) {
+	m := permsManifest(t)
+	full := m.Permissions(PermissionOptions{})
+	var cases []string
+	cases = append(cases, prefixed("publish ", full.Publish)...)
+	cases = append(cases, prefixed("subscribe ", full.Subscribe)...)
+	cases = append(cases, "allow_responses")
+	for _, c := range cases {
+		t.Run(c, func(t *testing.T) {
+			perms := without(full, c)
+			p := startPermsCase(t, m, perms, false)
+			removed := strings.TrimPrefix(strings.TrimPrefix(c, "publish "), "subscribe ")
+			if c == "allow_responses" {
+				removed = "_INBOX.>"
+			}
+			runtimetest.Eventually(t, 20*time.Second, "a violation on "+removed, func() bool {
+				_, _ = p.admin.Request("$SRV.PING.fn", nil, 50*time.Millisecond)
+				return slices.ContainsFunc(p.log.violations(), func(s string) bool { return SubjectCovered(s, removed) })
+			})
+			t.Logf("reported: %v", p.log.violations())
+		})
+	}
+}
+
+func prefixed(prefix string, subjects []string) []string {
+	out := make([]string, len(subjects))
+	for i, s := range subjects {
+		out[i] = prefix + s
+	}
+	return out
+}
+
+func without(p Permissions, c string) Permissions {
+	drop := func(list []string, s string) []string {
+		return slices.DeleteFunc(slices.Clone(list), func(x string) bool { return x == s })
+	}
+	switch {
+	case c == "allow_responses":
+		p.AllowResponses = false
+	case strings.HasPrefix(c, "publish "):
+		p.Publish = drop(p.Publish, strings.TrimPrefix(c, "publish "))
+	default:
+		p.Subscribe = drop(p.Subscribe, strings.TrimPrefix(c, "subscribe "))
+	}
+	return p
+}
+
+// permsCase is a server with accounts, streams provisioned by an admin and
+// a runtime running as the restricted user.
+type permsCase struct {
+	env   *testEnv
+	admin *nats.Conn
+	log   *violationLog
+}
+
+func (p *permsCase) outputs() int {
+	s, err := p.env.js.Stream(context.Background(), "TEST")
+	if err != nil {
+		return 0
+	}
+	info, err := s.Info(context.Background(), jetstream.WithSubjectFilter("test.out"))
+	if err != nil {
+		return 0
+	}
+	return int(info.State.Subjects["test.out"])
+}
+
+// startPermsCase starts the server and the runtime as the restricted user.
+// With perms from PermissionOptions{Provision: true} the runtime creates
+// its streams and consumer itself; otherwise an admin does first.
+func startPermsCase(t *testing.T, m *Manifest, perms Permissions, selfProvision bool) *permsCase {
+	t.Helper()
+	url := startAccountsServer(t, perms)
+	admin := runtimetest.Connect(t, strings.Replace(url, "nats://", "nats://admin:admin@", 1))
+	js, err := jetstream.New(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &testEnv{t: t, nc: admin, js: js}
+	opts := []Option{WithDrainTimeout(100 * time.Millisecond)}
+	if !selfProvision {
+		provision(t, js, m)
+		exhaustDeliveries(t, env)
+		opts = append(opts, WithoutProvisioning())
+	}
+	log := &violationLog{}
+	user, err := nats.Connect(strings.Replace(url, "nats://", "nats://jetfn:jetfn@", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(user.Close)
+	opts = append(opts, WithLogger(slog.New(slog.NewTextHandler(log, nil))))
+	rt, err := New(user, m, []Function{{Name: "fn", New: permsHandler}}, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := rt.Run(ctx); err != nil {
+			fmt.Fprintf(log, "Run: %v\n", err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	if selfProvision {
+		select {
+		case <-rt.Ready():
+		case <-done:
+			t.Fatalf("Run ended before ready:\n%s", log.String())
+		}
+	}
+	for _, payload := range []string{"ok", "slow"} {
+		env.publish("test.in", payload)
+	}
+	return &permsCase{env: env, admin: admin, log: log}
+}
+
+// exhaustDeliveries plays an instance that died during every delivery of a
+// "lost" message: it takes the message maxDeliver times and never settles
+// it. The runtime's next pull makes the server give up on it and send the
+// max-deliveries advisory, which the runtime must turn into a dead letter.
+func exhaustDeliveries(t *testing.T, env *testEnv) {
+	t.Helper()
+	env.publish("test.in", "lost")
+	c, err := env.js.Consumer(context.Background(), "TEST", "fn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for delivery := 1; delivery <= 2; delivery++ {
+		batch, err := c.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for range batch.Messages() {
+			n++
+		}
+		if n != 1 {
+			t.Fatalf("delivery %d of the lost message: got %d messages", delivery, n)
+		}
+	}
+}
+
+func provision(t *testing.T, js jetstream.JetStream, m *Manifest) {
+	t.Helper()
+	ctx := context.Background()
+	for _, s := range m.Streams {
+		if err := ensureStream(ctx, js, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range m.Functions {
+		s, err := js.Stream(ctx, f.Stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ensureConsumer(ctx, s, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// startAccountsServer starts a nats-server from a config file with an
+// account holding an admin and a "jetfn" user with perms, exactly as
+// `jetfn permissions` prints them.
+func startAccountsServer(t *testing.T, perms Permissions) string {
+	t.Helper()
+	dir := t.TempDir()
+	conf := fmt.Sprintf(`listen: "127.0.0.1:-1"
+jetstream { store_dir: %q }
+accounts {
+  APP {
+    jetstream: enabled
+    users: [
+      { user: admin, password: admin }
+      { user: jetfn, password: jetfn, %s }
+    ]
+  }
+}
+`, filepath.Join(dir, "js"), perms.ServerConfig())
+	path := filepath.Join(dir, "server.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(path)
+	if err != nil {
+		t.Fatalf("server config:\n%s\n%v", conf, err)
+	}
+	opts.NoSigs, opts.NoLog = true, true
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	return ns.ClientURL()
+}
+
+// violationLog collects the runtime's log and finds the subjects of the
+// permissions violations it reported.
+type violationLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *violationLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+var violationRe = regexp.MustCompile(`(?i)permissions violation for (?:publish|subscription) to \\?"([^"\\]+)\\?"`)
+
+func (l *violationLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func (l *violationLog) violations() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, m := range violationRe.FindAllStringSubmatch(l.buf.String(), -1) {
+		out = append(out, m[1])
+	}
+	return out
+}

@@ -1,0 +1,164 @@
+package simulate_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	summarizesession "github.com/jetfn/jetfn/functions/summarize-session"
+	"github.com/jetfn/jetfn/runtime"
+	"github.com/jetfn/jetfn/runtime/runtimetest"
+	"github.com/jetfn/jetfn/simulate"
+)
+
+const callManifest = `
+streams:
+  - name: TRANSCRIPTION
+    subjects: ["transcription.>", "transcript.>"]
+  - name: DEADLETTER
+    subjects: ["deadletter.>"]
+functions:
+  - name: summarize-session
+    version: 1.0.0
+    stream: TRANSCRIPTION
+    subject: transcription.session-ended
+    ackWait: 6s
+    concurrency: 8
+    backoff: [200ms]
+    outputs:
+      - subject: transcript.processed
+        stream: TRANSCRIPTION
+    config:
+      quiet: 1s
+`
+
+// startCallStack starts embedded NATS and FerretDB and, when m is given, a
+// runtime with summarize-session on them.
+func startCallStack(t *testing.T, m string) (string, *mongo.Database) {
+	t.Helper()
+	ns := runtimetest.StartNATS(t)
+	nc := runtimetest.Connect(t, ns.ClientURL())
+	_, client := runtimetest.StartMongo(t)
+	db := client.Database(strings.ReplaceAll(t.Name(), "/", "_"))
+	if m == "" {
+		return ns.ClientURL(), db
+	}
+	manifest, err := runtime.ParseManifest([]byte(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fns := []runtime.Function{{Name: summarizesession.Name, New: summarizesession.New}}
+	rt, err := runtime.New(nc, manifest, fns, runtime.WithMongo(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- rt.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	select {
+	case <-rt.Ready():
+	case err := <-done:
+		t.Fatalf("Run failed: %v", err)
+	}
+	return ns.ClientURL(), db
+}
+
+func TestCall(t *testing.T) {
+	url, db := startCallStack(t, callManifest)
+	tests := []struct {
+		name    string
+		opts    func(*simulate.CallOptions)
+		want    []string
+		wantNot []string
+	}{
+		{name: "one call with late segments", opts: func(*simulate.CallOptions) {},
+			want: []string{"12 of 12 segments, complete", "Dr. Okafor", "Longest turns:\n  1. Ana (from segment 3)", "  Dr. Okafor  27\n",
+				"  - Morning everyone, can you all hear me?\n", "  - Who trains the nurses on the new app?\n"}},
+		{name: "silent call", opts: func(o *simulate.CallOptions) { o.Segments, o.LateSegments = 0, 0 },
+			want: []string{"0 of 0 segments, complete", "Words per speaker:\n  (none)", "Questions:\n  (none)"}},
+		{name: "late segments after the quiet period are missed", opts: func(o *simulate.CallOptions) { o.LateDelay = 3500 * time.Millisecond },
+			want: []string{"10 of 12 segments, INCOMPLETE"}},
+		{name: "concurrent calls", opts: func(o *simulate.CallOptions) { o.Sessions = 6 },
+			want: []string{"6/6 completed in ", "(6 with every segment)"}, wantNot: []string{"Longest turns"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := simulate.DefaultCallOptions()
+			opts.LateDelay = 200 * time.Millisecond
+			tt.opts(&opts)
+			var out bytes.Buffer
+			if err := simulate.Call(context.Background(), url, db, &out, opts); err != nil {
+				t.Fatalf("Call: %v\n%s", err, out.String())
+			}
+			t.Logf("output:\n%s", out.String())
+			for _, w := range tt.want {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("output lacks %q", w)
+				}
+			}
+			for _, w := range tt.wantNot {
+				if strings.Contains(out.String(), w) {
+					t.Errorf("output holds %q", w)
+				}
+			}
+		})
+	}
+}
+
+// TestCallWithoutFunction: with nothing summarizing, Call gives up at its
+// timeout with ErrCallNotProcessed and says how many completed.
+func TestCallWithoutFunction(t *testing.T) {
+	url, db := startCallStack(t, "")
+	js, err := jetstream.New(runtimetest.Connect(t, url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{
+		Name: "TRANSCRIPTION", Subjects: []string{"transcription.>", "transcript.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	opts := simulate.DefaultCallOptions()
+	opts.Sessions, opts.Timeout = 2, 2*time.Second
+	var out bytes.Buffer
+	err = simulate.Call(context.Background(), url, db, &out, opts)
+	if !errors.Is(err, simulate.ErrCallNotProcessed) {
+		t.Fatalf("Call = %v, want ErrCallNotProcessed", err)
+	}
+	if !strings.HasPrefix(out.String(), "0/2 completed in ") {
+		t.Errorf("output %q, want 0/2 completed", out.String())
+	}
+}
+
+func TestCallOptionsValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		opts simulate.CallOptions
+		want string // "" means valid
+	}{
+		{name: "defaults", opts: simulate.DefaultCallOptions()},
+		{name: "zero value", opts: simulate.CallOptions{}, want: "sessions: 0 is below 1\ntimeout: 0s is not positive"},
+		{name: "too many late", opts: simulate.CallOptions{Sessions: 1, Segments: 2, LateSegments: 3, Timeout: time.Second},
+			want: "late segments: 3 is not between 0 and segments (2)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := ""
+			if err := tt.opts.Validate(); err != nil {
+				got = err.Error()
+			}
+			if got != tt.want {
+				t.Errorf("Validate() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
