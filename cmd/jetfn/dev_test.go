@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// buildJetfn builds the real binary once per test run.
+func buildJetfn(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "jetfn")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// devProcess is a running `jetfn dev`.
+type devProcess struct {
+	cmd      *exec.Cmd
+	natsURL  string
+	exitCode chan int
+}
+
+func startDev(t *testing.T, bin, dir string, natsPort, mongoPort int, extra ...string) *devProcess {
+	t.Helper()
+	args := append([]string{"dev", "--dir", dir, "--nats-port", strconv.Itoa(natsPort),
+		"--mongo-port", strconv.Itoa(mongoPort), "--manifest", "../../manifests/local.yaml"}, extra...)
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "LOG_LEVEL=warn")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &devProcess{cmd: cmd, exitCode: make(chan int, 1)}
+	lines := make(chan string)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+		_ = cmd.Wait()
+		p.exitCode <- cmd.ProcessState.ExitCode()
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+	})
+	deadline := time.After(60 * time.Second)
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatalf("jetfn dev exited before ready (code %d)", <-p.exitCode)
+			}
+			if v, found := strings.CutPrefix(line, "NATS_URL="); found {
+				p.natsURL = v
+			}
+			if line == "ready" {
+				go func() {
+					for range lines { // keep draining stdout
+					}
+				}()
+				return p
+			}
+		case <-deadline:
+			t.Fatal("jetfn dev not ready after 60s")
+		}
+	}
+}
+
+// stop sends SIGTERM and returns the exit code and how long the drain took.
+func (p *devProcess) stop(t *testing.T) (int, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case code := <-p.exitCode:
+		return code, time.Since(start)
+	case <-time.After(60 * time.Second):
+		t.Fatal("jetfn dev did not exit after SIGTERM")
+		return 0, 0
+	}
+}
+
+func publishWithID(t *testing.T, url, id string) (*jetstream.PubAck, uint64) {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ack, err := js.Publish(ctx, "transcript.processed", []byte(`{}`), jetstream.WithMsgID(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(ctx, "TRANSCRIPTION")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ack, s.CachedInfo().State.Msgs
+}
+
+// TestDevRestartKeepsData is the field report's lesson about a NATS
+// container without a volume: after SIGTERM and a new `jetfn dev` on the same
+// dir, the stream still holds its messages and still remembers message IDs.
+func TestDevRestartKeepsData(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildJetfn(t)
+	dir := filepath.Join(t.TempDir(), ".jetfn")
+	natsPort, mongoPort := freePort(t), freePort(t)
+
+	first := startDev(t, bin, dir, natsPort, mongoPort)
+	ack, before := publishWithID(t, first.natsURL, "restart-check")
+	if ack.Duplicate || before != 1 {
+		t.Fatalf("first publish: duplicate %v, stream holds %d; want a new message", ack.Duplicate, before)
+	}
+	code, took := first.stop(t)
+	t.Logf("SIGTERM: exit %d after %s", code, took)
+	if code != 0 {
+		t.Fatalf("exit code %d after SIGTERM, want 0", code)
+	}
+
+	second := startDev(t, bin, dir, natsPort, mongoPort)
+	ack, after := publishWithID(t, second.natsURL, "restart-check")
+	if !ack.Duplicate || after != before {
+		t.Fatalf("after restart: duplicate %v, stream holds %d; want the ID remembered and %d messages", ack.Duplicate, after, before)
+	}
+
+	taken := exec.Command(bin, "dev", "--dir", t.TempDir(), "--nats-port", strconv.Itoa(natsPort), "--mongo-port", strconv.Itoa(freePort(t)))
+	out, err := taken.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(string(out), "port is taken") {
+		t.Fatalf("dev on a taken port: %v\n%s\nwant exit 2 naming the port", err, out)
+	}
+	if code, _ := second.stop(t); code != 0 {
+		t.Fatalf("exit code %d after SIGTERM, want 0", code)
+	}
+
+	fresh := startDev(t, bin, dir, natsPort, mongoPort, "--fresh")
+	if ack, n := publishWithID(t, fresh.natsURL, "restart-check"); ack.Duplicate || n != 1 {
+		t.Fatalf("after --fresh: duplicate %v, %d messages; want an empty stream", ack.Duplicate, n)
+	}
+	fresh.stop(t)
+}
+
