@@ -66,7 +66,7 @@ func decodeStrict(data []byte, v any) error {
 // requiredKeys caches, per struct type, the JSON keys tagged required.
 var requiredKeys sync.Map
 
-// checkRequired reports a required key that is absent. The key must match
+// checkRequired reports a required key that is absent or null. The key must match
 // exactly: encoding/json would accept "SESSIONID" for "sessionId", which a
 // contract written in JSON Schema does not.
 func checkRequired(data []byte, t reflect.Type) error {
@@ -80,7 +80,9 @@ func checkRequired(data []byte, t reflect.Type) error {
 	}
 	var missing []string
 	for _, k := range keys {
-		if _, ok := present[k]; !ok {
+		// null counts as absent: encoding/json would turn it into a zero
+		// value that looks like a real one.
+		if v, ok := present[k]; !ok || string(bytes.TrimSpace(v)) == "null" {
 			missing = append(missing, k)
 		}
 	}
