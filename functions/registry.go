@@ -4,6 +4,7 @@
 package functions
 
 import (
+	publishrecordingevent "github.com/jetfn/jetfn/functions/publish-recording-event"
 	summarizesession "github.com/jetfn/jetfn/functions/summarize-session"
 	"github.com/jetfn/jetfn/runtime"
 )
@@ -12,5 +13,6 @@ import (
 func All() []runtime.Function {
 	return []runtime.Function{
 		{Name: summarizesession.Name, New: summarizesession.New},
+		{Name: publishrecordingevent.Name, New: publishrecordingevent.New},
 	}
 }

@@ -23,9 +23,12 @@ const settleTimeout = 10 * time.Second
 
 // binding is one function bound to its durable consumer in this process.
 //
-// It pulls with Fetch, asking for no more messages than it has free
-// workers, so no message waits in a client buffer while its ack-wait clock
-// runs (nats.go#1929): every delivered message is being handled.
+// One puller fetches messages into a buffer and `concurrency` workers handle
+// them. The puller asks for no more than concurrency plus the prefetch
+// allowance, and a keeper sends InProgress for buffered messages, so a
+// message never waits in the buffer long enough to be redelivered
+// (nats.go#1929): the ack-wait clock of a buffered message is reset like
+// that of a running one.
 type binding struct {
 	spec      FunctionSpec
 	handler   Handler
@@ -36,35 +39,53 @@ type binding struct {
 	policy    retryPolicy
 	stats     *counters
 	log       *slog.Logger
-	inflight  inflightSet
+	tracked   tracker
+	// bufferBeats is off only in tests that show what it prevents.
+	bufferBeats bool
 }
 
-// run pulls and handles messages until ctx is done, then drains: in-flight
-// handlers may finish (still heartbeating) for up to drainTimeout, and
-// whatever still runs after that is Nak'd without delay so another instance
-// takes it at once.
+// run pulls and handles messages until ctx is done, then drains: buffered
+// messages go back at once, in-flight handlers may finish (still
+// heartbeating) for up to drainTimeout, and whatever still runs after that
+// is Nak'd without delay so another instance takes it at once.
 func (b *binding) run(ctx context.Context, drainTimeout time.Duration) {
 	// Handlers outlive ctx: a shutdown must not cancel work in progress.
 	handlerCtx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHandlers()
-	workers := newSlots(b.spec.Concurrency)
-	var wg sync.WaitGroup
+	held := newCredits()
+	buffer := make(chan *delivery, b.spec.Concurrency+b.maxPrefetch())
+	var workers, keeper sync.WaitGroup
+	for range b.spec.Concurrency {
+		workers.Go(func() { b.work(ctx, handlerCtx, buffer, held) })
+	}
+	if b.bufferBeats {
+		keeper.Go(func() { b.keepBufferAlive(ctx) })
+	}
 	for {
-		free := workers.reserve(ctx)
+		free := held.take(ctx, b.pullLimit)
 		if free == 0 {
 			break
 		}
-		b.fetch(ctx, handlerCtx, free, workers, &wg)
+		b.fetch(ctx, free, buffer, held)
 	}
-	b.drain(&wg, drainTimeout, cancelHandlers)
+	keeper.Wait()
+	if n := b.tracked.returnAll(stateBuffered, b.log); n > 0 {
+		b.stats.naked.Add(uint64(n))
+		b.log.Info("returned buffered messages for redelivery", "count", n)
+	}
+	close(buffer)
+	b.drain(&workers, drainTimeout, cancelHandlers)
 }
 
-// fetch asks for up to free messages and starts a handler for each one as it
-// arrives. Messages that arrive after the drain began are returned at once.
-func (b *binding) fetch(ctx, handlerCtx context.Context, free int, workers slots, wg *sync.WaitGroup) {
+// pullLimit is how many messages may be delivered and unsettled at once.
+func (b *binding) pullLimit() int { return b.spec.Concurrency + b.prefetch() }
+
+// fetch asks for up to free messages and buffers each one as it arrives.
+// Messages that arrive after the drain began are returned at once.
+func (b *binding) fetch(ctx context.Context, free int, buffer chan<- *delivery, held *credits) {
 	batch, err := b.consumer.Fetch(free, jetstream.FetchMaxWait(fetchWait))
 	if err != nil {
-		workers.release(free)
+		held.release(free)
 		b.log.Warn("fetching messages", "err", err)
 		pause(ctx, fetchWait)
 		return
@@ -74,18 +95,49 @@ func (b *binding) fetch(ctx, handlerCtx context.Context, free int, workers slots
 		got++
 		if ctx.Err() != nil {
 			b.returnUnstarted(m)
-			workers.release(1)
+			held.release(1)
 			continue
 		}
-		wg.Go(func() {
-			defer workers.release(1)
-			b.process(handlerCtx, m)
-		})
+		buffer <- b.tracked.add(m)
 	}
-	workers.release(free - got)
+	held.release(free - got)
 	if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
 		b.log.Warn("pulling messages", "err", err)
 		pause(ctx, fetchWait)
+	}
+}
+
+// work handles buffered messages until the buffer is closed. Once stopping
+// is done it starts nothing more: it returns what it takes from the buffer,
+// as the drain does, so a shutdown never begins new work.
+func (b *binding) work(stopping, handlerCtx context.Context, buffer <-chan *delivery, held *credits) {
+	for d := range buffer {
+		switch {
+		case stopping.Err() != nil:
+			if d.move(stateBuffered, stateReturned) {
+				b.returnUnstarted(d.msg)
+			}
+		case d.move(stateBuffered, stateRunning):
+			b.process(handlerCtx, d)
+		}
+		b.tracked.remove(d)
+		held.release(1)
+	}
+}
+
+// keepBufferAlive beats buffered messages every third of ackWait until ctx
+// is done.
+func (b *binding) keepBufferAlive(ctx context.Context) {
+	every := b.spec.AckWait / 3
+	t := time.NewTicker(every / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			b.stats.bufferBeats.Add(uint64(b.tracked.beatBuffered(every)))
+		}
 	}
 }
 
@@ -98,15 +150,14 @@ func (b *binding) returnUnstarted(m jetstream.Msg) {
 }
 
 // process handles one delivery: heartbeat while the handler runs, then settle.
-func (b *binding) process(ctx context.Context, m jetstream.Msg) {
+func (b *binding) process(ctx context.Context, d *delivery) {
+	m := d.msg
 	msg, err := toMsg(m)
 	if err != nil {
 		b.log.Error("reading message metadata", "err", err)
 		return
 	}
 	log := b.log.With("stream_seq", msg.StreamSequence, "num_delivered", msg.NumDelivered)
-	d := b.inflight.add(m)
-	defer b.inflight.remove(d)
 	b.stats.inFlight.Add(1)
 	defer b.stats.inFlight.Add(-1)
 	if msg.NumDelivered > 1 {
@@ -122,7 +173,7 @@ func (b *binding) process(ctx context.Context, m jetstream.Msg) {
 	hb.stop()
 	b.stats.observe(time.Since(start))
 	b.stats.handled.Add(1)
-	if !d.claim() {
+	if !d.move(stateRunning, stateSettled) {
 		return // the drain already returned this message
 	}
 	b.settle(m, msg, herr, log)
@@ -198,8 +249,8 @@ func (b *binding) deadLetter(m jetstream.Msg, msg Msg, cause error, log *slog.Lo
 	b.stats.termed.Add(1)
 }
 
-// drain waits for in-flight handlers up to timeout, then returns the
-// messages still running to the stream and cancels their handlers.
+// drain waits for the workers up to timeout, then returns the messages
+// still running to the stream and cancels their handlers.
 func (b *binding) drain(wg *sync.WaitGroup, timeout time.Duration, cancelHandlers context.CancelFunc) {
 	done := make(chan struct{})
 	go func() {
@@ -211,7 +262,7 @@ func (b *binding) drain(wg *sync.WaitGroup, timeout time.Duration, cancelHandler
 		return
 	case <-time.After(timeout):
 	}
-	n := b.inflight.returnAll(b.log)
+	n := b.tracked.returnAll(stateRunning, b.log)
 	b.stats.naked.Add(uint64(n))
 	b.log.Warn("drain timed out; returned in-flight messages for redelivery", "count", n)
 	cancelHandlers()

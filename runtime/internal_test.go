@@ -17,3 +17,17 @@ func (r *Runtime) statsOf(t *testing.T, name string) Stats {
 	t.Fatalf("function %s is not bound", name)
 	return Stats{}
 }
+
+// bindingOf returns a bound function's binding.
+func (r *Runtime) bindingOf(t *testing.T, name string) *binding {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, b := range r.bindings {
+		if b.spec.Name == name {
+			return b
+		}
+	}
+	t.Fatalf("function %s is not bound", name)
+	return nil
+}

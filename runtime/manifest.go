@@ -62,9 +62,13 @@ type FunctionSpec struct {
 	// Backoff is the redelivery delay after the n-th failed attempt; the
 	// last entry repeats. Empty means a failed message comes back after
 	// AckWait.
-	Backoff       []time.Duration `yaml:"backoff"`
-	Concurrency   int             `yaml:"concurrency"`
-	MaxAckPending int             `yaml:"maxAckPending"`
+	Backoff     []time.Duration `yaml:"backoff"`
+	Concurrency int             `yaml:"concurrency"`
+	// Prefetch is how many pulled messages may wait for a free worker.
+	// Absent, the runtime derives it from the measured handling rate (at
+	// most DefaultMaxPrefetch); 0 pulls only for free workers.
+	Prefetch      *int `yaml:"prefetch"`
+	MaxAckPending int  `yaml:"maxAckPending"`
 	// Timeout cancels a handler's context; zero means no limit.
 	Timeout time.Duration `yaml:"timeout"`
 	// Outputs are the subjects the function publishes to and the streams

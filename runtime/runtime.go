@@ -39,6 +39,9 @@ type options struct {
 	drainTimeout     time.Duration
 	allowShortWindow bool
 	noProvision      bool
+	// noBufferBeats turns the buffer keeper off; only tests set it, to
+	// show what the keeper prevents.
+	noBufferBeats bool
 }
 
 // Option configures a Runtime.
@@ -201,10 +204,11 @@ func (r *Runtime) bind(ctx context.Context, spec FunctionSpec) (*binding, error)
 	}
 	return &binding{
 		spec: spec, handler: handler, js: r.js, stream: stream, consumer: consumer,
-		dlSubject: r.manifest.DeadLetterSubject(spec.Name),
-		policy:    retryPolicy{maxDeliver: spec.MaxDeliver, backoff: spec.Backoff, ackWait: spec.AckWait},
-		stats:     &counters{},
-		log:       log,
+		dlSubject:   r.manifest.DeadLetterSubject(spec.Name),
+		policy:      retryPolicy{maxDeliver: spec.MaxDeliver, backoff: spec.Backoff, ackWait: spec.AckWait},
+		stats:       &counters{},
+		log:         log,
+		bufferBeats: !r.opts.noBufferBeats,
 	}, nil
 }
 

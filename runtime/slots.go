@@ -1,93 +1,112 @@
 package runtime
 
 import (
-	"context"
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// slots counts free workers. A pull asks for exactly as many messages as
-// there are free slots.
-type slots chan struct{}
+// deliveryState is where one delivered message is in its life.
+type deliveryState int32
 
-func newSlots(n int) slots { return make(slots, n) }
+const (
+	// stateBuffered: pulled, waiting for a free worker.
+	stateBuffered deliveryState = iota
+	// stateRunning: a handler has it.
+	stateRunning
+	// stateSettled: acked, nak'd or dead-lettered by its handler.
+	stateSettled
+	// stateReturned: given back with a Nak by the drain.
+	stateReturned
+)
 
-// reserve blocks until at least one worker is free, then takes every free
-// one. It returns 0 once ctx is done.
-func (s slots) reserve(ctx context.Context) int {
-	select {
-	case <-ctx.Done():
-		return 0
-	case s <- struct{}{}:
+// delivery is one message between its pull and its settlement. Its state
+// moves by compare-and-swap only, so a message is settled once: by its
+// handler or by the drain, never both.
+type delivery struct {
+	msg      jetstream.Msg
+	state    atomic.Int32
+	lastBeat time.Time // guarded by tracker.mu; when a buffered message was last kept alive
+}
+
+func (d *delivery) move(from, to deliveryState) bool {
+	return d.state.CompareAndSwap(int32(from), int32(to))
+}
+
+// tracker holds every delivery not yet settled, for the buffer keeper and
+// for the drain.
+type tracker struct {
+	mu sync.Mutex
+	m  map[*delivery]struct{}
+}
+
+func (t *tracker) add(m jetstream.Msg) *delivery {
+	d := &delivery{msg: m, lastBeat: time.Now()}
+	t.mu.Lock()
+	if t.m == nil {
+		t.m = map[*delivery]struct{}{}
 	}
-	n := 1
-	for n < cap(s) {
-		select {
-		case s <- struct{}{}:
+	t.m[d] = struct{}{}
+	t.mu.Unlock()
+	return d
+}
+
+func (t *tracker) remove(d *delivery) {
+	t.mu.Lock()
+	delete(t.m, d)
+	t.mu.Unlock()
+}
+
+// beatBuffered sends InProgress for every buffered message last kept alive
+// at least `after` ago, and reports how many it sent. It keeps a message
+// that waits for a worker from being redelivered because it sat in the
+// buffer.
+func (t *tracker) beatBuffered(after time.Duration) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now, n := time.Now(), 0
+	for d := range t.m {
+		if deliveryState(d.state.Load()) != stateBuffered || now.Sub(d.lastBeat) < after {
+			continue
+		}
+		if d.msg.InProgress() == nil {
+			d.lastBeat = now
 			n++
-		default:
-			return n
 		}
 	}
 	return n
 }
 
-func (s slots) release(n int) {
-	for range n {
-		<-s
-	}
-}
-
-// delivery is one message being handled; claim makes sure it is settled
-// once, by its handler or by the drain, never both.
-type delivery struct {
-	msg     jetstream.Msg
-	claimed atomic.Bool
-}
-
-func (d *delivery) claim() bool { return d.claimed.CompareAndSwap(false, true) }
-
-// inflightSet tracks the deliveries being handled, for the drain.
-type inflightSet struct {
-	mu sync.Mutex
-	m  map[*delivery]struct{}
-}
-
-func (s *inflightSet) add(m jetstream.Msg) *delivery {
-	d := &delivery{msg: m}
-	s.mu.Lock()
-	if s.m == nil {
-		s.m = map[*delivery]struct{}{}
-	}
-	s.m[d] = struct{}{}
-	s.mu.Unlock()
-	return d
-}
-
-func (s *inflightSet) remove(d *delivery) {
-	s.mu.Lock()
-	delete(s.m, d)
-	s.mu.Unlock()
-}
-
-// returnAll Naks, without delay, every delivery not yet settled, so another
+// returnAll Naks, without delay, every delivery in state `from`, so another
 // instance can take it at once. It returns how many it returned.
-func (s *inflightSet) returnAll(log *slog.Logger) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func (t *tracker) returnAll(from deliveryState, log *slog.Logger) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	n := 0
-	for d := range s.m {
-		if !d.claim() {
+	for d := range t.m {
+		if !d.move(from, stateReturned) {
 			continue
 		}
 		if err := d.msg.Nak(); err != nil {
-			log.Warn("returning an in-flight message", "err", err)
+			log.Warn("returning a message", "err", err)
 			continue
 		}
 		n++
+	}
+	return n
+}
+
+func (t *tracker) count(state deliveryState) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for d := range t.m {
+		if deliveryState(d.state.Load()) == state {
+			n++
+		}
 	}
 	return n
 }

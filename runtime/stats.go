@@ -14,14 +14,17 @@ const durationWindow = 1024
 // Stats is a snapshot of one function's counters in this process. It is the
 // body of the `<function>.status` endpoint and the data of `nats micro stats`.
 type Stats struct {
-	Function      string  `json:"function"`
-	Handled       uint64  `json:"handled"`
-	Acked         uint64  `json:"acked"`
-	Naked         uint64  `json:"naked"`
-	Termed        uint64  `json:"termed"`
-	DeadLettered  uint64  `json:"dead_lettered"`
-	Redeliveries  uint64  `json:"redeliveries"`
-	Heartbeats    uint64  `json:"heartbeats"`
+	Function     string `json:"function"`
+	Handled      uint64 `json:"handled"`
+	Acked        uint64 `json:"acked"`
+	Naked        uint64 `json:"naked"`
+	Termed       uint64 `json:"termed"`
+	DeadLettered uint64 `json:"dead_lettered"`
+	Redeliveries uint64 `json:"redeliveries"`
+	Heartbeats   uint64 `json:"heartbeats"`
+	// BufferBeats are heartbeats for pulled messages still waiting for a
+	// worker.
+	BufferBeats   uint64  `json:"buffer_heartbeats"`
 	InFlight      int64   `json:"in_flight"`
 	LastError     string  `json:"last_error,omitempty"`
 	AvgMillis     float64 `json:"processing_avg_ms"`
@@ -34,8 +37,9 @@ type Stats struct {
 type counters struct {
 	handled, acked, naked, termed atomic.Uint64
 	deadLettered, redeliveries    atomic.Uint64
-	heartbeats                    atomic.Uint64
+	heartbeats, bufferBeats       atomic.Uint64
 	inFlight                      atomic.Int64
+	ewma                          atomic.Int64 // nanoseconds, see recentAverage
 	lastError                     atomic.Pointer[string]
 
 	mu        sync.Mutex
@@ -49,6 +53,11 @@ func (c *counters) observe(d time.Duration) {
 	c.durations[c.next] = d
 	c.next = (c.next + 1) % durationWindow
 	c.filled = c.filled || c.next == 0
+	old := time.Duration(c.ewma.Load())
+	if old == 0 {
+		old = d
+	}
+	c.ewma.Store(int64(old + (d-old)/16))
 	c.mu.Unlock()
 }
 
@@ -68,6 +77,7 @@ func (c *counters) snapshot(function string) Stats {
 		DeadLettered: c.deadLettered.Load(),
 		Redeliveries: c.redeliveries.Load(),
 		Heartbeats:   c.heartbeats.Load(),
+		BufferBeats:  c.bufferBeats.Load(),
 		InFlight:     c.inFlight.Load(),
 	}
 	if p := c.lastError.Load(); p != nil {

@@ -1,0 +1,16 @@
+// Package publishrecordingevent is the publish-recording-event function: it
+// records the backend's recording events (recording.<event>) in Mongo and
+// tells everyone in the call, on conversation.<conversationId>.recording.
+//
+// For each event it validates the payload (events.RecordingEvent.Validate;
+// a refused one is dead-lettered, never retried), counts it into the
+// recording's document, stores it in the timeline and publishes the notice,
+// with <recordingId>:<event>:<ts> as the timeline _id and the Nats-Msg-Id.
+//
+// FerretDB has no transactions, so the recording document is kept right by
+// single-document updates that are each idempotent and commutative (see
+// store.go): a redelivery, a duplicate or an older event arriving late
+// leaves the same document as one in-order delivery, whatever the
+// concurrency. A crash between steps is repaired by the redelivery, which
+// runs every step again.
+package publishrecordingevent

@@ -1,0 +1,172 @@
+package publish_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetfn/jetfn/devstack"
+	"github.com/jetfn/jetfn/events"
+	"github.com/jetfn/jetfn/publish"
+	"github.com/jetfn/jetfn/runtime/runtimetest"
+)
+
+func newBackend(t *testing.T, url string, log *slog.Logger) *publish.Backend {
+	t.Helper()
+	client, err := publish.Connect(url, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	return publish.NewBackend(client)
+}
+
+// recordingStream creates RECORDING as the manifests declare it.
+func recordingStream(t *testing.T, js jetstream.JetStream) jetstream.Stream {
+	t.Helper()
+	s, err := js.CreateOrUpdateStream(context.Background(), jetstream.StreamConfig{
+		Name: "RECORDING", Subjects: []string{"recording.>"}, Duplicates: 24 * time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func stopped(ts int64) events.RecordingEvent {
+	return events.RecordingEvent{TS: ts, Event: events.RecordingStopped, RecordingID: "rec-1", ConversationID: "conv-1",
+		Extra: map[string]json.RawMessage{"durationMs": json.RawMessage(`4200`)}}
+}
+
+func TestBackendPublishesOnceWithMsgID(t *testing.T) {
+	ns := runtimetest.StartNATS(t)
+	js, err := jetstream.New(runtimetest.Connect(t, ns.ClientURL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := recordingStream(t, js)
+	b := newBackend(t, ns.ClientURL(), nil)
+	ctx := context.Background()
+	for range 2 { // a retry of the same call
+		if err := b.RecordingEvent(ctx, stopped(1_760_000_000_000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 1 {
+		t.Fatalf("stream holds %d messages, want 1: the retry must be dropped", info.State.Msgs)
+	}
+	m, err := s.GetMsg(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Subject != "recording.stopped" || m.Header.Get(jetstream.MsgIDHeader) != "rec-1:stopped:1760000000000" {
+		t.Errorf("stored on %s with ID %q", m.Subject, m.Header.Get(jetstream.MsgIDHeader))
+	}
+	if err := validateAgainst(t, "recording-event.schema.json", m.Data); err != nil {
+		t.Errorf("payload %s refused by the schema: %v", m.Data, err)
+	}
+	if !strings.Contains(string(m.Data), `"durationMs":4200`) {
+		t.Errorf("payload %s lost the backend's own field", m.Data)
+	}
+}
+
+func TestBackendSetsTS(t *testing.T) {
+	ns := runtimetest.StartNATS(t)
+	js, err := jetstream.New(runtimetest.Connect(t, ns.ClientURL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := recordingStream(t, js)
+	before := time.Now().UnixMilli()
+	if err := newBackend(t, ns.ClientURL(), nil).RecordingEvent(context.Background(), stopped(0)); err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.GetMsg(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev events.RecordingEvent
+	if err := json.Unmarshal(m.Data, &ev); err != nil {
+		t.Fatal(err)
+	}
+	if ev.TS < before || ev.TS > time.Now().UnixMilli() {
+		t.Errorf("ts %d, want the publish time in epoch ms", ev.TS)
+	}
+	if want := ev.MsgID(); m.Header.Get(jetstream.MsgIDHeader) != want {
+		t.Errorf("Nats-Msg-Id %q, want %q", m.Header.Get(jetstream.MsgIDHeader), want)
+	}
+}
+
+func TestBackendWithoutNATS(t *testing.T) {
+	b := newBackend(t, "", nil)
+	if b.Enabled() {
+		t.Fatal("a Backend without a URL says it publishes")
+	}
+	if err := b.RecordingEvent(context.Background(), stopped(1)); err != nil {
+		t.Fatalf("no-op publish: %v", err)
+	}
+}
+
+func TestBackendRefusesBadEvents(t *testing.T) {
+	tests := []struct {
+		name string
+		ev   events.RecordingEvent
+		want string
+	}{
+		{name: "unknown event", ev: events.RecordingEvent{TS: 1, Event: "failed", RecordingID: "r", ConversationID: "c"}, want: "unknown event"},
+		{name: "deleted without reason", ev: events.RecordingEvent{TS: 1, Event: events.RecordingDeleted, RecordingID: "r", ConversationID: "c"}, want: "reason"},
+		{name: "subject token in id", ev: events.RecordingEvent{TS: 1, Event: events.RecordingStarted, RecordingID: "a.b", ConversationID: "c"}, want: "recordingId"},
+	}
+	var logs syncBuffer
+	b := newBackend(t, "", slog.New(slog.NewTextHandler(&logs, nil)))
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := b.RecordingEvent(context.Background(), tt.ev)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %v, want one naming %q", err, tt.want)
+			}
+		})
+	}
+	if got := strings.Count(logs.String(), "refusing recording event"); got != len(tests) {
+		t.Errorf("logged %d refusals, want %d", got, len(tests))
+	}
+}
+
+// TestBackendNATSDown: with the server gone, a publish returns within the
+// client's bounded timeout, logs and returns its error, and does not panic.
+func TestBackendNATSDown(t *testing.T) {
+	ns := runtimetest.StartNATS(t)
+	js, err := jetstream.New(runtimetest.Connect(t, ns.ClientURL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recordingStream(t, js)
+	var logs syncBuffer
+	b := newBackend(t, ns.ClientURL(), slog.New(slog.NewTextHandler(&logs, nil)))
+	if err := b.RecordingEvent(context.Background(), stopped(1)); err != nil {
+		t.Fatalf("publish with NATS up: %v", err)
+	}
+	devstack.StopNATS(ns)
+	start := time.Now()
+	err = b.RecordingEvent(context.Background(), stopped(2))
+	took := time.Since(start)
+	t.Logf("publish with NATS down returned after %s: %v", took, err)
+	if err == nil {
+		t.Error("publish with NATS down returned nil")
+	}
+	if limit := publish.DefaultTimeout + time.Second; took > limit {
+		t.Errorf("blocked the caller %s, want at most %s", took, limit)
+	}
+	if !strings.Contains(logs.String(), "publishing event") {
+		t.Errorf("the failed publish was not logged:\n%s", logs.String())
+	}
+}

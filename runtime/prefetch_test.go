@@ -1,0 +1,172 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetfn/jetfn/runtime/runtimetest"
+)
+
+// TestBufferedMessagesKeptAlive holds a backlog in a deep buffer in front of
+// one slow worker: the last buffered message waits about four ack waits.
+// A second instance (a plain puller on the same durable) is there to take
+// any message whose ack wait runs out, as it would in production. The
+// buffer keeper's heartbeats must keep every buffered message from being
+// redelivered; the control without them shows the redeliveries they prevent.
+func TestBufferedMessagesKeptAlive(t *testing.T) {
+	tests := []struct {
+		name          string
+		keeper        bool
+		wantRedeliver bool
+	}{
+		{name: "buffer heartbeats on", keeper: true},
+		{name: "control without buffer heartbeats", keeper: false, wantRedeliver: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := newEnv(t)
+			const backlog = 120
+			if err := ensureStream(context.Background(), env.js, StreamSpec{Name: "TEST", Subjects: []string{"test.>"}, Storage: "file", Replicas: 1}); err != nil {
+				t.Fatal(err)
+			}
+			for i := range backlog {
+				env.publish("test.in", fmt.Sprint(i))
+			}
+			m := testManifest(t, "    ackWait: 600ms\n    concurrency: 1\n    prefetch: 100\n    maxDeliver: 20\n")
+			fns := []Function{{Name: "fn", New: func(Deps) (Handler, error) { return slowHandler(20 * time.Millisecond), nil }}}
+			rt, err := New(env.nc, m, fns, WithLogger(testLogger()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rt.opts.noBufferBeats = !tt.keeper
+			r := env.run(rt)
+			other := env.otherInstance()
+			runtimetest.Eventually(t, 60*time.Second, "backlog handled", func() bool {
+				return env.settled("TEST", "fn", backlog)
+			})
+			taken, otherRedelivered := other()
+			s := r.rt.statsOf(t, "fn")
+			redelivered := otherRedelivered + int(s.Redeliveries)
+			t.Logf("jetfn handled %d, the other instance %d; redeliveries %d; buffer heartbeats %d",
+				s.Handled, taken, redelivered, s.BufferBeats)
+			if got := redelivered > 0; got != tt.wantRedeliver {
+				t.Fatalf("redeliveries = %d, want some: %v", redelivered, tt.wantRedeliver)
+			}
+			if !tt.wantRedeliver && int(s.Handled)+taken != backlog {
+				t.Fatalf("handled %d + %d, want each of %d messages once", s.Handled, taken, backlog)
+			}
+			if tt.keeper && s.BufferBeats == 0 {
+				t.Fatal("no buffer heartbeats were sent")
+			}
+		})
+	}
+}
+
+// TestNoPullStalls runs 30 short runs at concurrency 1 and fails on any gap
+// over a second between handled messages, the stall nats.go's Consume
+// shows with a buffer of one or two.
+func TestNoPullStalls(t *testing.T) {
+	for _, prefetch := range []string{"0", "derived"} {
+		env := newEnv(t)
+		spec := "    concurrency: 1\n"
+		if prefetch != "derived" {
+			spec += "    prefetch: " + prefetch + "\n"
+		}
+		rec := &recorder{}
+		r := env.start(testManifest(t, spec), rec)
+		var worst time.Duration
+		for run := range 30 {
+			begin, before := time.Now(), rec.count()
+			for i := range 20 {
+				env.publish("test.in", fmt.Sprint(run, ":", i))
+			}
+			runtimetest.Eventually(t, 30*time.Second, "run handled", func() bool { return rec.count() == before+20 })
+			last := begin
+			for _, d := range rec.all()[before:] {
+				worst = max(worst, d.at.Sub(last))
+				last = d.at
+			}
+		}
+		t.Logf("prefetch %s: longest gap between handled messages over 30 runs: %s", prefetch, worst)
+		if worst > time.Second {
+			t.Errorf("prefetch %s: a gap of %s between handled messages", prefetch, worst)
+		}
+		_ = r.stop(t)
+	}
+}
+
+// TestDrainReturnsBufferedAtOnce: on shutdown, buffered messages that never
+// started go back with a Nak at once, so a second instance takes them long
+// before the 30s ack wait would have released them.
+func TestDrainReturnsBufferedAtOnce(t *testing.T) {
+	env := newEnv(t)
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	blocking := HandlerFunc(func(context.Context, Msg) error {
+		started <- struct{}{}
+		<-release
+		return nil
+	})
+	first := env.start(testManifest(t, "    ackWait: 30s\n    concurrency: 1\n    prefetch: 5\n"), blocking)
+	for i := range 6 {
+		env.publish("test.in", fmt.Sprint(i))
+	}
+	<-started
+	runtimetest.Eventually(t, 10*time.Second, "five buffered", func() bool {
+		return first.rt.bindingOf(t, "fn").tracked.count(stateBuffered) == 5
+	})
+	first.cancel()
+	runtimetest.Eventually(t, 10*time.Second, "buffered returned", func() bool {
+		return first.rt.statsOf(t, "fn").Naked == 5
+	})
+	close(release)
+	if err := first.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	env.start(testManifest(t, "    ackWait: 30s\n"), rec)
+	runtimetest.Eventually(t, 10*time.Second, "buffered messages at the second instance", func() bool {
+		return rec.count() == 5
+	})
+	for _, d := range rec.all() {
+		if d.msg.NumDelivered != 2 {
+			t.Fatalf("message %s delivered %d times, want 2 (returned by the drain)", d.msg.Data, d.msg.NumDelivered)
+		}
+	}
+}
+
+// otherInstance pulls and acks on the test consumer until the test ends, as
+// a second instance would; it returns a func reporting how many messages it
+// took and how many of those were redeliveries.
+func (e *testEnv) otherInstance() func() (taken, redelivered int) {
+	e.t.Helper()
+	c, err := e.js.Consumer(context.Background(), "TEST", "fn")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var taken, redelivered atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			batch, err := c.Fetch(1, jetstream.FetchMaxWait(200*time.Millisecond))
+			if err != nil {
+				return
+			}
+			for m := range batch.Messages() {
+				_ = m.Ack()
+				taken.Add(1)
+				if meta, err := m.Metadata(); err == nil && meta.NumDelivered > 1 {
+					redelivered.Add(1)
+				}
+			}
+		}
+	}()
+	e.t.Cleanup(func() { cancel(); <-done })
+	return func() (int, int) { return int(taken.Load()), int(redelivered.Load()) }
+}

@@ -1,0 +1,132 @@
+package simulate_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	publishrecordingevent "github.com/jetfn/jetfn/functions/publish-recording-event"
+	"github.com/jetfn/jetfn/runtime"
+	"github.com/jetfn/jetfn/runtime/runtimetest"
+	"github.com/jetfn/jetfn/simulate"
+)
+
+const recordingManifest = `
+streams:
+  - name: RECORDING
+    subjects: ["recording.>"]
+  - name: NOTIFICATIONS
+    subjects: ["conversation.>"]
+  - name: DEADLETTER
+    subjects: ["deadletter.>"]
+functions:
+  - name: publish-recording-event
+    version: 1.0.0
+    stream: RECORDING
+    subject: recording.*
+    concurrency: 4
+    backoff: [200ms]
+    outputs:
+      - subject: conversation.*.recording
+        stream: NOTIFICATIONS
+`
+
+// startRecordingStack starts embedded NATS and FerretDB and a runtime with
+// publish-recording-event on them.
+func startRecordingStack(t *testing.T) (string, *mongo.Database) {
+	t.Helper()
+	ns := runtimetest.StartNATS(t)
+	nc := runtimetest.Connect(t, ns.ClientURL())
+	_, client := runtimetest.StartMongo(t)
+	db := client.Database(strings.ReplaceAll(t.Name(), "/", "_"))
+	m, err := runtime.ParseManifest([]byte(recordingManifest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fns := []runtime.Function{{Name: publishrecordingevent.Name, New: publishrecordingevent.New}}
+	rt, err := runtime.New(nc, m, fns, runtime.WithMongo(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- rt.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	select {
+	case <-rt.Ready():
+	case err := <-done:
+		t.Fatalf("Run failed: %v", err)
+	}
+	return ns.ClientURL(), db
+}
+
+func TestRecording(t *testing.T) {
+	url, db := startRecordingStack(t)
+	tests := []struct {
+		name        string
+		opts        func(*simulate.RecordingOptions)
+		wantNotices int
+		want        []string
+	}{
+		{name: "start stop delete", wantNotices: 7,
+			want: []string{"published recording.stop-requested", "state deleted, failed false, 7 events", `reason "user-deleted"`}},
+		{name: "never started", opts: func(o *simulate.RecordingOptions) { o.NeverStarted = true }, wantNotices: 2,
+			want: []string{"state deleted, failed true, 2 events", `reason "never-started"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := simulate.DefaultRecordingOptions()
+			opts.Timeout = time.Minute
+			if tt.opts != nil {
+				tt.opts(&opts)
+			}
+			var out bytes.Buffer
+			if err := simulate.Recording(context.Background(), url, db, &out, opts); err != nil {
+				t.Fatalf("Recording: %v\n%s", err, out.String())
+			}
+			t.Logf("\n%s", out.String())
+			_, table, _ := strings.Cut(out.String(), "notices:\n")
+			if rows := strings.Count(table, "\n") - 2; rows != tt.wantNotices { // header and summary line
+				t.Errorf("%d notice rows, want %d", rows, tt.wantNotices)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("output lacks %q", w)
+				}
+			}
+		})
+	}
+}
+
+// TestRecordingWithoutFunction: with the streams but no function running,
+// Recording gives up at its timeout and says what it waited for.
+func TestRecordingWithoutFunction(t *testing.T) {
+	ns := runtimetest.StartNATS(t)
+	js, err := jetstream.New(runtimetest.Connect(t, ns.ClientURL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, subject := range map[string]string{"RECORDING": "recording.>", "NOTIFICATIONS": "conversation.>"} {
+		if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: name, Subjects: []string{subject}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts := simulate.DefaultRecordingOptions()
+	opts.Timeout = 500 * time.Millisecond
+	err = simulate.Recording(context.Background(), ns.ClientURL(), nil, &bytes.Buffer{}, opts)
+	if !errors.Is(err, simulate.ErrRecordingNotProcessed) || !strings.Contains(err.Error(), "0 of 7 notices") {
+		t.Fatalf("without the function: %v, want ErrRecordingNotProcessed after 0 of 7 notices", err)
+	}
+	if err := simulate.Recording(context.Background(), "", nil, &bytes.Buffer{}, opts); !errors.Is(err, simulate.ErrRecordingNoNATS) {
+		t.Fatalf("without a URL: %v, want ErrRecordingNoNATS", err)
+	}
+}
