@@ -181,4 +181,3 @@ func TestDevRestartKeepsData(t *testing.T) {
 	}
 	fresh.stop(t)
 }
-
