@@ -19,6 +19,9 @@ type heartbeat struct {
 // startHeartbeat calls beat every interval until stop is called.
 func startHeartbeat(interval time.Duration, beat func()) *heartbeat {
 	h := &heartbeat{}
+	// Held until the timer is stored: a short interval can fire first.
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	h.timer = time.AfterFunc(interval, func() {
 		h.mu.Lock()
 		defer h.mu.Unlock()
