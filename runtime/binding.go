@@ -169,7 +169,10 @@ func (b *binding) process(ctx context.Context, d *delivery) {
 			b.stats.heartbeats.Add(1)
 		}
 	})
-	herr := b.call(ctx, msg, log)
+	herr := checkEdge(msg, b.spec.MaxPayload)
+	if herr == nil {
+		herr = b.call(ctx, msg, log)
+	}
 	hb.stop()
 	b.stats.observe(time.Since(start))
 	b.stats.handled.Add(1)

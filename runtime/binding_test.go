@@ -51,7 +51,7 @@ func TestDeadLetterWithoutRetry(t *testing.T) {
 		{name: "not JSON", payload: `{"id":`, wantReason: "decoding JSON"},
 		{name: "missing required field", payload: `{"other":1}`, wantReason: "missing required field id"},
 		{name: "null required field", payload: `{"id":null}`, wantReason: "missing required field id"},
-		{name: "case-variant key", payload: `{"ID":"a"}`, wantReason: "missing required field id"},
+		{name: "case-variant key", payload: `{"ID":"a"}`, wantReason: "only in case"},
 		{name: "trailing data", payload: `{"id":"a"} {}`, wantReason: "trailing data"},
 		{name: "refused by Validate", payload: `{"id":"a.b"}`, wantReason: "subject token"},
 		{name: "permanent error", payload: `{"id":"a"}`, result: Permanent(errors.New("account closed")), wantReason: "account closed"},

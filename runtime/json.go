@@ -20,9 +20,10 @@ type Validator interface {
 }
 
 // JSON adapts a typed handler to Handler. The payload is decoded into T; it
-// is malformed (dead-lettered, never retried) when it is not one JSON
-// object, when a field tagged `required:"true"` is absent, or when T's
-// Validate method refuses it.
+// is malformed (dead-lettered, never retried) when it is not one JSON value,
+// has trailing data, repeats a key, has a key that matches a field only when
+// case is ignored, lacks a field tagged `required:"true"` (or has it null),
+// or when T's Validate method refuses it.
 func JSON[T any](handle func(ctx context.Context, msg Msg, event T) error) Handler {
 	return HandlerFunc(func(ctx context.Context, msg Msg) error {
 		event, err := DecodeJSON[T](msg.Data)
@@ -37,6 +38,9 @@ func JSON[T any](handle func(ctx context.Context, msg Msg, event T) error) Handl
 func DecodeJSON[T any](data []byte) (T, error) {
 	var event T
 	if err := decodeStrict(data, &event); err != nil {
+		return event, err
+	}
+	if err := checkKeys(data, reflect.TypeFor[T]()); err != nil {
 		return event, err
 	}
 	if err := checkRequired(data, reflect.TypeFor[T]()); err != nil {

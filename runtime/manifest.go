@@ -69,6 +69,9 @@ type FunctionSpec struct {
 	// most DefaultMaxPrefetch); 0 pulls only for free workers.
 	Prefetch      *int `yaml:"prefetch"`
 	MaxAckPending int  `yaml:"maxAckPending"`
+	// MaxPayload is the largest payload in bytes the function accepts
+	// (default 1 MiB); a larger one is dead-lettered without being decoded.
+	MaxPayload int `yaml:"maxPayload"`
 	// Timeout cancels a handler's context; zero means no limit.
 	Timeout time.Duration `yaml:"timeout"`
 	// Outputs are the subjects the function publishes to and the streams
@@ -169,6 +172,9 @@ func (f *FunctionSpec) applyDefaults() {
 	}
 	if f.Concurrency == 0 {
 		f.Concurrency = 1
+	}
+	if f.MaxPayload == 0 {
+		f.MaxPayload = DefaultMaxPayload
 	}
 	if f.MaxOutage == 0 {
 		f.MaxOutage = DefaultMaxOutage

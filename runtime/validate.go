@@ -162,6 +162,9 @@ func (m *Manifest) validateFunction(at string, f *FunctionSpec, add problemFunc)
 	if f.Concurrency < 1 {
 		add("%s.concurrency: %d must be at least 1", at, f.Concurrency)
 	}
+	if f.MaxPayload < 1 {
+		add("%s.maxPayload: %d must be at least 1 byte", at, f.MaxPayload)
+	}
 	if f.Prefetch != nil && *f.Prefetch < 0 {
 		add("%s.prefetch: %d must not be negative", at, *f.Prefetch)
 	}
