@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"reflect"
 	"strings"
 	"time"
@@ -22,6 +23,10 @@ type Config struct {
 	DrainTimeout  time.Duration `env:"DRAIN_TIMEOUT" envDefault:"30s"`
 	LogLevel      string        `env:"LOG_LEVEL" envDefault:"info"`
 	LogFormat     string        `env:"LOG_FORMAT" envDefault:"text"`
+	// MongoCAFile is a CA bundle for MongoDB TLS; credentials and the rest
+	// of TLS go in MONGO_URI.
+	MongoCAFile string `env:"MONGO_CA_FILE"`
+	NATS        NATSAuth
 
 	// Flags of `run`, not environment variables.
 	AllowShortWindow bool `env:"-"`
@@ -55,6 +60,14 @@ func (c Config) validate() error {
 	if c.MongoDatabase == "" {
 		errs = append(errs, errors.New("MONGO_DATABASE: must not be empty"))
 	}
+	if c.MongoCAFile != "" {
+		if _, err := os.Stat(c.MongoCAFile); err != nil {
+			errs = append(errs, fmt.Errorf("MONGO_CA_FILE: %w", err))
+		}
+	}
+	if err := c.NATS.validate(); err != nil {
+		errs = append(errs, err)
+	}
 	return usageError(errors.Join(errs...))
 }
 
@@ -73,12 +86,20 @@ func (c Config) requireRun() error {
 	return usageError(errors.Join(errs...))
 }
 
+// usageError marks err as caused by a setting or flag (exit code 2)
+// without changing its message.
 func usageError(err error) error {
 	if err == nil {
 		return nil
 	}
-	return fmt.Errorf("%w: %w", errUsage, err)
+	return usageErr{err}
 }
+
+type usageErr struct{ err error }
+
+func (e usageErr) Error() string        { return e.err.Error() }
+func (e usageErr) Unwrap() error        { return e.err }
+func (e usageErr) Is(target error) bool { return target == errUsage }
 
 // envVarError rewrites caarlos0/env's errors, which name struct fields, to
 // name the environment variable the user set.

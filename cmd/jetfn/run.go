@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -50,12 +51,12 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, onReady func()) er
 	if err != nil {
 		return usageError(err)
 	}
-	nc, closed, err := connectNATS(cfg.NATSURL, log)
+	nc, closed, err := connectNATS(cfg.NATSURL, cfg.NATS, log)
 	if err != nil {
 		return err
 	}
 	defer drainNATS(nc, closed, log)
-	client, err := connectMongo(ctx, cfg.MongoURI)
+	client, err := connectMongo(ctx, cfg.MongoURI, cfg.MongoCAFile)
 	if err != nil {
 		return err
 	}
@@ -91,25 +92,33 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, onReady func()) er
 }
 
 // connectNATS connects with unlimited reconnects: once running, a NATS
-// outage means waiting and retrying, never giving up on messages. The
-// returned channel closes when the connection is closed.
-func connectNATS(natsURL string, log *slog.Logger) (*nats.Conn, <-chan struct{}, error) {
+// outage means waiting and retrying, never giving up on messages. At start,
+// though, a connection that fails (a wrong CA, an expired certificate, a bad
+// credential, no server) is one clear line and exit code 2, not a retry loop
+// that hides it. The returned channel closes when the connection is closed.
+func connectNATS(natsURL string, auth NATSAuth, log *slog.Logger) (*nats.Conn, <-chan struct{}, error) {
+	authOpts, err := auth.options()
+	if err != nil {
+		return nil, nil, usageError(err)
+	}
 	closed := make(chan struct{})
-	nc, err := nats.Connect(natsURL,
+	nc, err := nats.Connect(natsURL, append(authOpts,
 		nats.Name("jetfn"),
 		nats.Timeout(connectTimeout),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(time.Second),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			log.Warn("disconnected from NATS", "err", err)
+			if err != nil { // nil: our own close
+				log.Warn("disconnected from NATS", "err", err)
+			}
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) {
 			log.Info("reconnected to NATS", "url", c.ConnectedUrlRedacted())
 		}),
 		nats.ClosedHandler(func(*nats.Conn) { close(closed) }),
-	)
+	)...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("connecting to NATS_URL %s: %w", redactURL(natsURL), err)
+		return nil, nil, usageError(fmt.Errorf("connecting to NATS_URL %s: %w", redactURL(natsURL), err))
 	}
 	return nc, closed, nil
 }
@@ -128,19 +137,41 @@ func drainNATS(nc *nats.Conn, closed <-chan struct{}, log *slog.Logger) {
 }
 
 // connectMongo connects and pings, so a wrong MONGO_URI fails at start
-// rather than as a dead letter per message.
-func connectMongo(ctx context.Context, uri string) (*mongo.Client, error) {
-	client, err := mongo.Connect(options.Client().ApplyURI(uri).SetServerSelectionTimeout(connectTimeout))
+// rather than as a dead letter per message. Errors show the URI without its
+// password.
+func connectMongo(ctx context.Context, uri, caFile string) (*mongo.Client, error) {
+	opts := options.Client().ApplyURI(uri).SetServerSelectionTimeout(connectTimeout)
+	if caFile != "" {
+		tlsCfg, err := NATSAuth{CAFile: caFile}.tlsConfig()
+		if err != nil {
+			return nil, usageError(fmt.Errorf("MONGO_CA_FILE: %w", errors.Unwrap(err)))
+		}
+		opts.SetTLSConfig(tlsCfg)
+	}
+	client, err := mongo.Connect(opts)
 	if err != nil {
-		return nil, usageError(fmt.Errorf("MONGO_URI %s: %w", redactURL(uri), err))
+		return nil, usageError(fmt.Errorf("MONGO_URI %s: %s", redactURL(uri), redactSecret(err.Error(), uri)))
 	}
 	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
 	if err := client.Ping(ctx, nil); err != nil {
 		_ = client.Disconnect(context.Background())
-		return nil, fmt.Errorf("reaching MongoDB at MONGO_URI %s: %w", redactURL(uri), err)
+		return nil, usageError(fmt.Errorf("reaching MongoDB at MONGO_URI %s: %s", redactURL(uri), redactSecret(err.Error(), uri)))
 	}
 	return client, nil
+}
+
+// redactSecret removes the URI's password from a message, in case a driver
+// error quotes the URI.
+func redactSecret(msg, rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.User == nil {
+		return msg
+	}
+	if pw, ok := u.User.Password(); ok && pw != "" {
+		return strings.ReplaceAll(msg, pw, "xxxxx")
+	}
+	return msg
 }
 
 // redactURL hides a password in a URL, so it never reaches a log or error.

@@ -55,7 +55,7 @@ func withMongo(ctx context.Context, cfg Config, fn func(*mongo.Database) error) 
 	if cfg.NATSURL == "" || cfg.MongoURI == "" {
 		return usageError(errors.New("NATS_URL and MONGO_URI are required (`jetfn dev` prints both)"))
 	}
-	client, err := connectMongo(ctx, cfg.MongoURI)
+	client, err := connectMongo(ctx, cfg.MongoURI, cfg.MongoCAFile)
 	if err != nil {
 		return err
 	}
