@@ -184,4 +184,3 @@ func runUntilReady(t *testing.T) string {
 	}
 	return all.String()
 }
-
