@@ -58,9 +58,14 @@ func (b *binding) run(ctx context.Context, drainTimeout time.Duration) {
 	for range b.spec.Concurrency {
 		workers.Go(func() { b.work(ctx, handlerCtx, buffer, held) })
 	}
-	if b.bufferBeats {
-		keeper.Go(func() { b.keepBufferAlive(ctx) })
-	}
+	// The keeper outlives ctx: running handlers need heartbeats while the
+	// drain waits for them.
+	keeperCtx, stopKeeper := context.WithCancel(context.WithoutCancel(ctx))
+	keeper.Go(func() { b.keepAlive(keeperCtx) })
+	defer func() {
+		stopKeeper()
+		keeper.Wait()
+	}()
 	for {
 		free := held.take(ctx, b.pullLimit)
 		if free == 0 {
@@ -68,7 +73,6 @@ func (b *binding) run(ctx context.Context, drainTimeout time.Duration) {
 		}
 		b.fetch(ctx, free, buffer, held)
 	}
-	keeper.Wait()
 	if n := b.tracked.returnAll(stateBuffered, b.log); n > 0 {
 		b.stats.naked.Add(uint64(n))
 		b.log.Info("returned buffered messages for redelivery", "count", n)
@@ -117,7 +121,7 @@ func (b *binding) work(stopping, handlerCtx context.Context, buffer <-chan *deli
 			if d.move(stateBuffered, stateReturned) {
 				b.returnUnstarted(d.msg)
 			}
-		case d.move(stateBuffered, stateRunning):
+		case b.tracked.start(d):
 			b.process(handlerCtx, d)
 		}
 		b.tracked.remove(d)
@@ -125,18 +129,26 @@ func (b *binding) work(stopping, handlerCtx context.Context, buffer <-chan *deli
 	}
 }
 
-// keepBufferAlive beats buffered messages every third of ackWait until ctx
-// is done.
-func (b *binding) keepBufferAlive(ctx context.Context) {
-	every := b.spec.AckWait / 3
-	t := time.NewTicker(every / 2)
+// keepAlive sends the heartbeats until ctx is done: InProgress for a running
+// message every `heartbeat`, and for a buffered one every third of ackWait.
+// InProgress resets the server's ack-wait timer, so neither a long handler
+// nor a wait in the buffer gets a message redelivered. One ticker per
+// function, not a timer per message, keeps short handlers free of cost.
+func (b *binding) keepAlive(ctx context.Context) {
+	bufferedEvery := b.spec.AckWait / 3
+	if !b.bufferBeats {
+		bufferedEvery = 0
+	}
+	t := time.NewTicker(min(b.spec.AckWait/3, b.spec.Heartbeat) / 2)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			b.stats.bufferBeats.Add(uint64(b.tracked.beatBuffered(every)))
+			running, buffered := b.tracked.beat(b.spec.Heartbeat, bufferedEvery)
+			b.stats.heartbeats.Add(uint64(running))
+			b.stats.bufferBeats.Add(uint64(buffered))
 		}
 	}
 }
@@ -149,7 +161,8 @@ func (b *binding) returnUnstarted(m jetstream.Msg) {
 	b.stats.naked.Add(1)
 }
 
-// process handles one delivery: heartbeat while the handler runs, then settle.
+// process handles one delivery, then settles it. The keeper heartbeats it
+// while the handler runs.
 func (b *binding) process(ctx context.Context, d *delivery) {
 	m := d.msg
 	msg, err := toMsg(m)
@@ -157,34 +170,33 @@ func (b *binding) process(ctx context.Context, d *delivery) {
 		b.log.Error("reading message metadata", "err", err)
 		return
 	}
-	log := b.log.With("stream_seq", msg.StreamSequence, "num_delivered", msg.NumDelivered)
 	b.stats.inFlight.Add(1)
 	defer b.stats.inFlight.Add(-1)
 	if msg.NumDelivered > 1 {
 		b.stats.redeliveries.Add(1)
 	}
 	start := time.Now()
-	hb := startHeartbeat(b.spec.Heartbeat, func() {
-		if m.InProgress() == nil {
-			b.stats.heartbeats.Add(1)
-		}
-	})
 	herr := checkEdge(msg, b.spec.MaxPayload)
 	if herr == nil {
-		herr = b.call(ctx, msg, log)
+		herr = b.call(ctx, msg)
 	}
-	hb.stop()
 	b.stats.observe(time.Since(start))
 	b.stats.handled.Add(1)
-	if !d.move(stateRunning, stateSettled) {
+	if !b.tracked.finish(d) {
 		return // the drain already returned this message
 	}
-	b.settle(m, msg, herr, log)
+	b.settle(m, msg, herr)
+}
+
+// msgLog is the logger for lines about one message. It is built only when
+// a line is written: on the success path nothing is logged.
+func (b *binding) msgLog(msg Msg) *slog.Logger {
+	return b.log.With("stream_seq", msg.StreamSequence, "num_delivered", msg.NumDelivered)
 }
 
 // call runs the handler with the manifest's timeout and turns a panic into
 // an error, so one bad message cannot take the process down.
-func (b *binding) call(ctx context.Context, msg Msg, log *slog.Logger) (err error) {
+func (b *binding) call(ctx context.Context, msg Msg) (err error) {
 	if b.spec.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, b.spec.Timeout)
@@ -192,7 +204,7 @@ func (b *binding) call(ctx context.Context, msg Msg, log *slog.Logger) (err erro
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			log.Error("handler panicked", "panic", r, "stack", string(debug.Stack()))
+			b.msgLog(msg).Error("handler panicked", "panic", r, "stack", string(debug.Stack()))
 			err = fmt.Errorf("handler panicked: %v", r)
 		}
 	}()
@@ -200,22 +212,23 @@ func (b *binding) call(ctx context.Context, msg Msg, log *slog.Logger) (err erro
 }
 
 // settle tells JetStream the outcome that decide picked.
-func (b *binding) settle(m jetstream.Msg, msg Msg, herr error, log *slog.Logger) {
+func (b *binding) settle(m jetstream.Msg, msg Msg, herr error) {
 	out := decide(herr, msg.NumDelivered, b.policy)
 	switch out.kind {
 	case outcomeAck:
 		if err := m.Ack(); err != nil {
-			log.Warn("acking", "err", err)
+			b.msgLog(msg).Warn("acking", "err", err)
 			return
 		}
 		b.stats.acked.Add(1)
 	case outcomeRetry:
 		b.stats.setLastError(herr)
+		log := b.msgLog(msg)
 		log.Warn("handler failed; will retry", "err", herr, "delay", out.delay)
 		b.nak(m, out.delay, log)
 	case outcomeDeadLetter:
 		b.stats.setLastError(herr)
-		b.deadLetter(m, msg, herr, log)
+		b.deadLetter(m, msg, herr)
 	}
 }
 
@@ -230,7 +243,8 @@ func (b *binding) nak(m jetstream.Msg, delay time.Duration, log *slog.Logger) {
 // deadLetter stores the message on the dead-letter stream, then Terms it.
 // If the store fails the message is kept: it is Nak'd, and on its last
 // delivery the max-deliveries advisory dead-letters it later.
-func (b *binding) deadLetter(m jetstream.Msg, msg Msg, cause error, log *slog.Logger) {
+func (b *binding) deadLetter(m jetstream.Msg, msg Msg, cause error) {
+	log := b.msgLog(msg)
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
 	dl := deadLetter{

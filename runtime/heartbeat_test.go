@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/jetfn/jetfn/runtime/runtimetest"
 )
 
@@ -61,18 +63,37 @@ func TestHeartbeatKeepsLongHandlerAlive(t *testing.T) {
 	}
 }
 
-func TestHeartbeatStops(t *testing.T) {
-	beats := make(chan struct{}, 100)
-	hb := startHeartbeat(time.Millisecond, func() { beats <- struct{}{} })
-	<-beats
-	hb.stop()
-	n := len(beats)
-	// After stop returns no beat may start; one poll over many intervals.
-	deadline := time.Now().Add(50 * time.Millisecond)
-	for time.Now().Before(deadline) {
-		if len(beats) != n {
-			t.Fatal("beat after stop")
-		}
-		time.Sleep(time.Millisecond)
+// beatCounter is a jetstream.Msg that only counts InProgress calls: the
+// tracker's scheduling is pure logic, tested without a server.
+type beatCounter struct {
+	jetstream.Msg
+	beats int
+}
+
+func (m *beatCounter) InProgress() error {
+	m.beats++
+	return nil
+}
+
+func TestTrackerBeat(t *testing.T) {
+	var tr tracker
+	running, buffered, settled, fresh := &beatCounter{}, &beatCounter{}, &beatCounter{}, &beatCounter{}
+	old := time.Now().Add(-time.Hour)
+	for _, c := range []struct {
+		msg   *beatCounter
+		state deliveryState
+		last  time.Time
+	}{{running, stateRunning, old}, {buffered, stateBuffered, old}, {settled, stateSettled, old}, {fresh, stateRunning, time.Now()}} {
+		d := tr.add(c.msg)
+		d.state.Store(int32(c.state))
+		d.lastBeat = c.last
+	}
+	gotRunning, gotBuffered := tr.beat(time.Minute, time.Minute)
+	if gotRunning != 1 || gotBuffered != 1 || running.beats != 1 || buffered.beats != 1 || settled.beats != 0 || fresh.beats != 0 {
+		t.Fatalf("beat = %d running, %d buffered; beats %d %d %d %d; want only the due running and buffered ones",
+			gotRunning, gotBuffered, running.beats, buffered.beats, settled.beats, fresh.beats)
+	}
+	if r, b := tr.beat(time.Minute, 0); r != 0 || b != 0 {
+		t.Fatalf("second beat right away = %d, %d; want none due (and buffered beats off)", r, b)
 	}
 }

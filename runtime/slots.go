@@ -29,7 +29,7 @@ const (
 type delivery struct {
 	msg      jetstream.Msg
 	state    atomic.Int32
-	lastBeat time.Time // guarded by tracker.mu; when a buffered message was last kept alive
+	lastBeat time.Time // guarded by tracker.mu; when the message was last kept alive
 }
 
 func (d *delivery) move(from, to deliveryState) bool {
@@ -60,24 +60,50 @@ func (t *tracker) remove(d *delivery) {
 	t.mu.Unlock()
 }
 
-// beatBuffered sends InProgress for every buffered message last kept alive
-// at least `after` ago, and reports how many it sent. It keeps a message
-// that waits for a worker from being redelivered because it sat in the
-// buffer.
-func (t *tracker) beatBuffered(after time.Duration) int {
+// start moves a buffered delivery to running; false if the drain took it.
+func (t *tracker) start(d *delivery) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	now, n := time.Now(), 0
+	d.lastBeat = time.Now()
+	return d.move(stateBuffered, stateRunning)
+}
+
+// finish moves a running delivery to settled; false if the drain returned
+// it. It takes the lock that beat holds while it sends, so no InProgress
+// can follow the message's ack or nak.
+func (t *tracker) finish(d *delivery) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return d.move(stateRunning, stateSettled)
+}
+
+// beat sends InProgress for every running delivery last beaten at least
+// runningEvery ago and every buffered one last beaten at least
+// bufferedEvery ago (never, if bufferedEvery is 0). It reports how many of
+// each it sent.
+func (t *tracker) beat(runningEvery, bufferedEvery time.Duration) (running, buffered int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := time.Now()
 	for d := range t.m {
-		if deliveryState(d.state.Load()) != stateBuffered || now.Sub(d.lastBeat) < after {
+		var due bool
+		switch deliveryState(d.state.Load()) {
+		case stateRunning:
+			due = now.Sub(d.lastBeat) >= runningEvery
+		case stateBuffered:
+			due = bufferedEvery > 0 && now.Sub(d.lastBeat) >= bufferedEvery
+		}
+		if !due || d.msg.InProgress() != nil {
 			continue
 		}
-		if d.msg.InProgress() == nil {
-			d.lastBeat = now
-			n++
+		if deliveryState(d.state.Load()) == stateRunning {
+			running++
+		} else {
+			buffered++
 		}
+		d.lastBeat = now
 	}
-	return n
+	return running, buffered
 }
 
 // returnAll Naks, without delay, every delivery in state `from`, so another
