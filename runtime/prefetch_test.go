@@ -13,7 +13,8 @@ import (
 )
 
 // TestBufferedMessagesKeptAlive holds a backlog in a deep buffer in front of
-// one slow worker: the last buffered message waits about four ack waits.
+// one slow worker: the last buffered message waits about two and a half ack
+// waits.
 // A second instance (a plain puller on the same durable) is there to take
 // any message whose ack wait runs out, as it would in production. The
 // buffer keeper's heartbeats must keep every buffered message from being
@@ -30,15 +31,15 @@ func TestBufferedMessagesKeptAlive(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			env := newEnv(t)
-			const backlog = 120
+			const backlog = 150
 			if err := ensureStream(context.Background(), env.js, StreamSpec{Name: "TEST", Subjects: []string{"test.>"}, Storage: "file", Replicas: 1}); err != nil {
 				t.Fatal(err)
 			}
 			for i := range backlog {
 				env.publish("test.in", fmt.Sprint(i))
 			}
-			m := testManifest(t, "    ackWait: 600ms\n    concurrency: 1\n    prefetch: 100\n    maxDeliver: 20\n")
-			fns := []Function{{Name: "fn", New: func(Deps) (Handler, error) { return slowHandler(20 * time.Millisecond), nil }}}
+			m := testManifest(t, "    ackWait: 2s\n    concurrency: 1\n    prefetch: 120\n    maxDeliver: 20\n")
+			fns := []Function{{Name: "fn", New: func(Deps) (Handler, error) { return slowHandler(40 * time.Millisecond), nil }}}
 			rt, err := New(env.nc, m, fns, WithLogger(testLogger()))
 			if err != nil {
 				t.Fatal(err)

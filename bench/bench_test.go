@@ -1,0 +1,132 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"image/png"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMain lets the test binary serve as its own child process, as the
+// command does.
+func TestMain(m *testing.M) {
+	RunIfChild()
+	os.Exit(m.Run())
+}
+
+// TestRunSmall runs the whole harness once with tiny counts, so it keeps
+// compiling and working. It checks that every figure was measured, never
+// how fast anything was.
+func TestRunSmall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts nats-server, FerretDB and child processes")
+	}
+	cfg := DefaultConfig()
+	cfg.Repetitions = 1
+	cfg.Concurrencies = []int{1, 4}
+	cfg.Sizes = []int{128}
+	cfg.Messages = func(int) int { return 300 }
+	cfg.Sessions = []int{2}
+	cfg.SessionsPerRep = func(int) int { return 6 }
+	cfg.SegmentsPerSession = 3
+	cfg.ProfileDir = t.TempDir()
+	cfg.Progress = func(line string) { t.Log(line) }
+	report, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(report.Rows) != 3 {
+		t.Fatalf("%d rows, want 3", len(report.Rows))
+	}
+	for _, row := range report.Rows {
+		for _, s := range []Stats{row.Base, row.Jetfn} {
+			if s.Rate <= 0 || s.P99Millis <= 0 || s.AllocsPerMsg <= 0 || s.PeakRSSMB <= 0 {
+				t.Errorf("%s: unmeasured figure in %+v", row.Case(), s)
+			}
+		}
+	}
+	checkOutputs(t, report, cfg.ProfileDir)
+}
+
+// checkOutputs renders the table, the chart and the doc section.
+func checkOutputs(t *testing.T, report *Report, profiles string) {
+	t.Helper()
+	var table bytes.Buffer
+	if err := report.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", table.String())
+	var chart bytes.Buffer
+	if err := report.WriteChart(&chart); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := png.Decode(&chart); err != nil {
+		t.Errorf("chart is not a PNG: %v", err)
+	}
+	doc := filepath.Join(t.TempDir(), "benchmarks.md")
+	if err := os.WriteFile(doc, []byte("# prose\n"+docStart+"\nold\n"+docEnd+"\nmore prose\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := UpdateDoc(doc, report, "chart.png", "jetfn-bench"); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(doc)
+	if s := string(got); strings.Contains(s, "\nold\n") || !strings.Contains(s, "more prose") || !strings.Contains(s, "| e2e c=2 |") {
+		t.Errorf("doc section not replaced in place:\n%s", s)
+	}
+	if matches, _ := filepath.Glob(filepath.Join(profiles, "*.cpu.pprof")); len(matches) != 6 {
+		t.Errorf("%d CPU profiles, want one per child (6)", len(matches))
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	var hundred []time.Duration
+	for i := 1; i <= 100; i++ {
+		hundred = append(hundred, ms(i))
+	}
+	tests := []struct {
+		name   string
+		sorted []time.Duration
+		p      int
+		want   time.Duration
+	}{
+		{name: "empty", p: 50, want: 0},
+		{name: "one value", sorted: []time.Duration{ms(7)}, p: 99, want: ms(7)},
+		{name: "p50 of 1..100", sorted: hundred, p: 50, want: ms(50)},
+		{name: "p99 of 1..100", sorted: hundred, p: 99, want: ms(99)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := percentile(tt.sorted, tt.p); got != tt.want {
+				t.Errorf("percentile(p%d) = %s, want %s", tt.p, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestAckedSequence(t *testing.T) {
+	tests := []struct {
+		name    string
+		subject string
+		want    uint64
+		wantOK  bool
+	}{
+		{name: "v2", subject: "$JS.ACK._.ACCHASH.BENCH.noop.1.42.40.1700000000.3.RND", want: 42, wantOK: true},
+		{name: "v1", subject: "$JS.ACK.BENCH.noop.1.42.40.1700000000.3", want: 42, wantOK: true},
+		{name: "other consumer", subject: "$JS.ACK.BENCH.other.1.42.40.1700000000.3"},
+		{name: "short", subject: "$JS.ACK.BENCH"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := ackedSequence(tt.subject, noopWorkload)
+			if got != tt.want || ok != tt.wantOK {
+				t.Errorf("ackedSequence = %d, %v; want %d, %v", got, ok, tt.want, tt.wantOK)
+			}
+		})
+	}
+}

@@ -1,0 +1,213 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	goruntime "runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// childEnv carries a childSpec to a re-executed process; its presence is
+// what makes the process a child.
+const childEnv = "JETFN_BENCH_CHILD"
+
+// Variants: the baselines and jetfn, for each workload.
+const (
+	variantRaw      = "raw"       // no-op, hand-written Consume loop
+	variantJetfn    = "jetfn"     // no-op, the runtime
+	variantBare     = "bare"      // session, hand-written Consume loop
+	variantSessions = "jetfn-e2e" // session, the runtime with summarize-session
+)
+
+// childSpec is what a child runs.
+type childSpec struct {
+	Variant     string        `json:"variant"`
+	NATSURL     string        `json:"nats_url"`
+	MongoURI    string        `json:"mongo_uri,omitempty"`
+	Database    string        `json:"database,omitempty"`
+	Concurrency int           `json:"concurrency"`
+	Quiet       time.Duration `json:"quiet,omitempty"`
+	// Profile, when set, is the path prefix of the child's profiles.
+	Profile string `json:"profile,omitempty"`
+}
+
+// childReport is the child's own view of its repetition: the Go runtime's
+// counters between "ready" and "stop", and the process's peak RSS.
+type childReport struct {
+	Mallocs    uint64        `json:"mallocs"`
+	AllocBytes uint64        `json:"alloc_bytes"`
+	CPU        time.Duration `json:"cpu"` // user + system
+	PeakRSSKB  int64         `json:"peak_rss_kb"`
+}
+
+// RunIfChild runs a repetition's consumer and exits, if this process was
+// started as a child; otherwise it returns at once. Call it first thing in
+// main (and in TestMain), before flags are parsed.
+func RunIfChild() {
+	raw, ok := os.LookupEnv(childEnv)
+	if !ok {
+		return
+	}
+	var spec childSpec
+	err := json.Unmarshal([]byte(raw), &spec)
+	if err == nil {
+		err = runChild(spec, os.Stdin, os.Stdout)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "jetfn-bench child %s: %v\n", spec.Variant, err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// runChild starts the consumer, says "ready", waits for the parent to say
+// "stop" (or close stdin) and reports what the load cost.
+func runChild(spec childSpec, in io.Reader, out io.Writer) error {
+	if spec.Profile != "" {
+		// Finer sampling than the 512 KiB default, so a few thousand small
+		// messages still show up in the allocation profile.
+		goruntime.MemProfileRate = 32 << 10
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	nc, err := nats.Connect(spec.NATSURL)
+	if err != nil {
+		return fmt.Errorf("connecting: %w", err)
+	}
+	defer nc.Close()
+	wait, err := startVariant(ctx, spec, nc)
+	if err != nil {
+		return err
+	}
+	report, err := measure(spec.Profile, in, out)
+	cancel()
+	if werr := wait(); err == nil {
+		err = werr
+	}
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(out).Encode(report)
+}
+
+// startVariant starts the spec's consumer; it returns once the consumer
+// takes messages, and the returned wait blocks until it stopped after ctx
+// is done.
+func startVariant(ctx context.Context, spec childSpec, nc *nats.Conn) (func() error, error) {
+	switch spec.Variant {
+	case variantRaw:
+		return startRaw(ctx, nc, noopWorkload, spec.Concurrency, noopWork)
+	case variantJetfn:
+		return startNoopRuntime(ctx, nc, spec.Concurrency)
+	case variantBare:
+		return startBare(ctx, nc, spec)
+	case variantSessions:
+		return startSessionRuntime(ctx, nc, spec)
+	}
+	return nil, fmt.Errorf("unknown variant %q", spec.Variant)
+}
+
+// measure brackets the load: counters and profiles from "ready" to "stop".
+func measure(profile string, in io.Reader, out io.Writer) (childReport, error) {
+	stopCPU, err := startCPUProfile(profile)
+	if err != nil {
+		return childReport{}, err
+	}
+	var before, after goruntime.MemStats
+	goruntime.GC()
+	goruntime.ReadMemStats(&before)
+	cpuBefore := cpuTime()
+	fmt.Fprintln(out, "ready")
+	_, _ = bufio.NewReader(in).ReadString('\n') // "stop", or EOF if the parent died
+	cpu := cpuTime() - cpuBefore
+	goruntime.ReadMemStats(&after)
+	stopCPU()
+	if err := writeAllocProfile(profile); err != nil {
+		return childReport{}, err
+	}
+	return childReport{
+		Mallocs:    after.Mallocs - before.Mallocs,
+		AllocBytes: after.TotalAlloc - before.TotalAlloc,
+		CPU:        cpu,
+		PeakRSSKB:  peakRSSKB(),
+	}, nil
+}
+
+func startCPUProfile(prefix string) (stop func(), err error) {
+	if prefix == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(prefix + ".cpu.pprof")
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
+
+func writeAllocProfile(prefix string) error {
+	if prefix == "" {
+		return nil
+	}
+	f, err := os.Create(prefix + ".allocs.pprof")
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return pprof.Lookup("allocs").WriteTo(f, 0)
+}
+
+// cpuTime is the CPU time this process has used, user and system.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// peakRSSKB is the process's resident-set high-water mark (VmHWM), or -1
+// where /proc is missing.
+func peakRSSKB() int64 {
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return -1
+	}
+	for line := range strings.Lines(string(status)) {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err == nil {
+				return kb
+			}
+		}
+	}
+	return -1
+}
+
+// profilePrefix names a child's profiles after its case and repetition.
+func profilePrefix(dir, variant string, c caseKey, rep int) string {
+	if dir == "" {
+		return ""
+	}
+	return filepath.Join(dir, fmt.Sprintf("%s-%s-r%d", variant, c.slug(), rep))
+}
+
+var errNoReady = errors.New("child exited before it was ready")

@@ -1,0 +1,126 @@
+// Command jetfn-bench measures what the jetfn runtime costs over raw
+// JetStream (see package bench) and prints one table. With -doc and -chart
+// it also refreshes docs/benchmarks.md and its chart from the same data.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jetfn/jetfn/bench"
+)
+
+func main() {
+	bench.RunIfChild() // a repetition's consumer never reaches the flags
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "jetfn-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	cfg := bench.DefaultConfig()
+	scale := flag.Float64("scale", 1, "multiply every message and session count (0.1 for a quick look)")
+	flag.IntVar(&cfg.Repetitions, "reps", cfg.Repetitions, "repetitions per variant and case")
+	flag.IntVar(&cfg.Window, "window", cfg.Window, "no-op messages in flight per worker (closed-loop publisher)")
+	flag.DurationVar(&cfg.Quiet, "quiet", cfg.Quiet, "summarize-session quiet period (its config refuses 0)")
+	flag.StringVar(&cfg.ProfileDir, "profile", "", "write CPU and allocation profiles of every child to this directory")
+	workloads := flag.String("workloads", "noop,e2e", "which workloads to run: noop (no-op function), e2e (summarize-session)")
+	flag.Func("concurrency", "no-op worker counts, comma-separated (default 1,16,64)", intList(&cfg.Concurrencies))
+	flag.Func("sizes", "no-op payload sizes in bytes, comma-separated (default 128,4096)", intList(&cfg.Sizes))
+	flag.Func("sessions", "concurrent sessions of the e2e cases, comma-separated (default 1,8,32)", intList(&cfg.Sessions))
+	doc := flag.String("doc", "", "Markdown file whose results section to rewrite (e.g. docs/benchmarks.md)")
+	chart := flag.String("chart", "", "PNG chart to write (e.g. docs/benchmarks-throughput.png)")
+	flag.Parse()
+	applyScale(&cfg, *scale)
+	if !strings.Contains(*workloads, bench.WorkloadNoop) {
+		cfg.Concurrencies = nil
+	}
+	if !strings.Contains(*workloads, bench.WorkloadSession) {
+		cfg.Sessions = nil
+	}
+	if cfg.ProfileDir != "" {
+		if err := os.MkdirAll(cfg.ProfileDir, 0o755); err != nil {
+			return err
+		}
+	}
+	cfg.Progress = func(line string) { fmt.Fprintln(os.Stderr, line) }
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	report, err := bench.Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	return output(report, *doc, *chart)
+}
+
+// intList parses a comma-separated flag into *dst.
+func intList(dst *[]int) func(string) error {
+	return func(s string) error {
+		var out []int
+		for f := range strings.SplitSeq(s, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				return fmt.Errorf("%q is not a positive integer", f)
+			}
+			out = append(out, n)
+		}
+		*dst = out
+		return nil
+	}
+}
+
+// applyScale multiplies the default counts, keeping at least a few hundred
+// messages and a few sessions per repetition.
+func applyScale(cfg *bench.Config, scale float64) {
+	if scale == 1 {
+		return
+	}
+	messages, sessions := cfg.Messages, cfg.SessionsPerRep
+	cfg.Messages = func(c int) int { return max(200, int(float64(messages(c))*scale)) }
+	cfg.SessionsPerRep = func(c int) int { return max(2*c, int(float64(sessions(c))*scale)) }
+}
+
+func output(report *bench.Report, doc, chart string) error {
+	if err := report.WriteTable(os.Stdout); err != nil {
+		return err
+	}
+	fmt.Println()
+	report.WriteTargets(os.Stdout)
+	fmt.Printf("\n%s; wall time %s\n", report.Machine, report.Wall.Round(time.Second))
+	if chart != "" {
+		if err := writeChart(report, chart); err != nil {
+			return err
+		}
+	}
+	if doc == "" {
+		return nil
+	}
+	rel := ""
+	if chart != "" {
+		var err error
+		if rel, err = filepath.Rel(filepath.Dir(doc), chart); err != nil {
+			return err
+		}
+	}
+	return bench.UpdateDoc(doc, report, rel, strings.Join(append([]string{"jetfn-bench"}, os.Args[1:]...), " "))
+}
+
+func writeChart(report *bench.Report, path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := report.WriteChart(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

@@ -1,0 +1,118 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetfn/jetfn/runtime"
+)
+
+// work is a baseline's per-message handler; nil means Ack, an error Nak.
+type work func(ctx context.Context, m jetstream.Msg) error
+
+func noopWork(context.Context, jetstream.Msg) error { return nil }
+
+// startRaw is the baseline: what a careful engineer writes by hand with
+// nats.go. It creates the same stream and consumer as the runtime's, and
+// consumes with Consume's defaults, handing each message to one of
+// concurrency workers over an unbuffered channel (so Consume's callback
+// blocks while all workers are busy). Each worker runs w and acks.
+func startRaw(ctx context.Context, nc *nats.Conn, wl workload, concurrency int, w work) (func() error, error) {
+	cons, err := createConsumer(ctx, nc, wl)
+	if err != nil {
+		return nil, err
+	}
+	msgs := make(chan jetstream.Msg)
+	var wg sync.WaitGroup
+	for range concurrency {
+		wg.Go(func() { rawWorker(ctx, msgs, w) })
+	}
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		select {
+		case msgs <- m:
+		case <-ctx.Done():
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("consuming: %w", err)
+	}
+	return func() error {
+		<-ctx.Done()
+		cc.Stop()
+		wg.Wait()
+		return nil
+	}, nil
+}
+
+func rawWorker(ctx context.Context, msgs <-chan jetstream.Msg, w work) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case m := <-msgs:
+			if err := w(ctx, m); err != nil {
+				_ = m.Nak()
+				continue
+			}
+			_ = m.Ack()
+		}
+	}
+}
+
+// createConsumer creates the workload's streams and its durable consumer.
+func createConsumer(ctx context.Context, nc *nats.Conn, wl workload) (jetstream.Consumer, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	for name, subjects := range wl.streams {
+		if _, err := js.CreateOrUpdateStream(ctx, streamConfig(name, subjects)); err != nil {
+			return nil, fmt.Errorf("creating stream %s: %w", name, err)
+		}
+	}
+	cons, err := js.CreateOrUpdateConsumer(ctx, wl.stream, consumerConfig(wl))
+	if err != nil {
+		return nil, fmt.Errorf("creating consumer: %w", err)
+	}
+	return cons, nil
+}
+
+// startNoopRuntime runs the runtime with a function that does nothing, as
+// deployed: heartbeat and counters on, logging at info (to io.Discard, so
+// the cost measured is building records, not a terminal).
+func startNoopRuntime(ctx context.Context, nc *nats.Conn, concurrency int) (func() error, error) {
+	m, err := noopManifest(concurrency)
+	if err != nil {
+		return nil, err
+	}
+	noop := func(runtime.Deps) (runtime.Handler, error) {
+		return runtime.HandlerFunc(func(context.Context, runtime.Msg) error { return nil }), nil
+	}
+	fns := []runtime.Function{{Name: noopWorkload.durable, New: noop}}
+	return startRuntime(ctx, nc, m, fns)
+}
+
+// startRuntime runs a runtime until ctx is done and returns once it is ready.
+func startRuntime(ctx context.Context, nc *nats.Conn, m *runtime.Manifest, fns []runtime.Function, opts ...runtime.Option) (func() error, error) {
+	log := slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	opts = append(opts, runtime.WithLogger(log), runtime.WithDrainTimeout(5*time.Second))
+	rt, err := runtime.New(nc, m, fns, opts...)
+	if err != nil {
+		return nil, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- rt.Run(ctx) }()
+	select {
+	case <-rt.Ready():
+		return func() error { return <-done }, nil
+	case err := <-done:
+		return nil, fmt.Errorf("runtime stopped before ready: %w", err)
+	}
+}

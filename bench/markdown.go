@@ -1,0 +1,58 @@
+package bench
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+	"time"
+)
+
+// The generated part of the benchmarks doc lies between these markers, so
+// a new run replaces the numbers and keeps the prose around them.
+const (
+	docStart = "<!-- bench:results:start (written by jetfn-bench; edits here are overwritten) -->"
+	docEnd   = "<!-- bench:results:end -->"
+)
+
+// UpdateDoc writes the report between the markers of the Markdown file at
+// path, creating the file (markers only) if it does not exist. chart is
+// the chart's path relative to the doc; command is how the run was started.
+func UpdateDoc(path string, r *Report, chart, command string) error {
+	old, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		old = []byte(docStart + "\n" + docEnd + "\n")
+	} else if err != nil {
+		return err
+	}
+	before, rest, ok1 := strings.Cut(string(old), docStart)
+	_, after, ok2 := strings.Cut(rest, docEnd)
+	if !ok1 || !ok2 {
+		return fmt.Errorf("updating %s: markers %q and %q not found", path, docStart, docEnd)
+	}
+	var b bytes.Buffer
+	b.WriteString(before + docStart + "\n\n")
+	r.writeResults(&b, chart, command)
+	b.WriteString("\n" + docEnd + after)
+	return os.WriteFile(path, b.Bytes(), 0o644)
+}
+
+func (r *Report) writeResults(b *bytes.Buffer, chart, command string) {
+	fmt.Fprintf(b, "Run on %s with `%s`, %d repetitions per variant, wall time %s.\n\n",
+		time.Now().UTC().Format("2006-01-02"), command, r.Repetitions, r.Wall.Round(time.Second))
+	fmt.Fprintf(b, "Machine: %s.\n\n", r.Machine)
+	r.WriteMarkdown(b)
+	b.WriteString("\nTargets (goals, judged on the worst row):\n\n")
+	for _, t := range r.Targets() {
+		mark := "met"
+		if !t.Met {
+			mark = "**missed**"
+		}
+		fmt.Fprintf(b, "- %s: %s (%s)\n", t.Goal, mark, t.Detail)
+	}
+	if chart != "" {
+		fmt.Fprintf(b, "\n![throughput by concurrency, raw vs jetfn](%s)\n", chart)
+	}
+}

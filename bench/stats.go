@@ -1,0 +1,83 @@
+package bench
+
+import (
+	"slices"
+	"time"
+)
+
+// sample is one repetition of one variant.
+type sample struct {
+	rate         float64
+	p50, p99     time.Duration
+	allocsPerMsg float64
+	bytesPerMsg  float64
+	cpuPerMsg    time.Duration
+	peakRSSMB    float64
+}
+
+func newSample(res loadResult, rep childReport, n int) sample {
+	lat := slices.Clone(res.latencies)
+	slices.Sort(lat)
+	return sample{
+		rate: res.rate, p50: percentile(lat, 50), p99: percentile(lat, 99),
+		allocsPerMsg: float64(rep.Mallocs) / float64(n),
+		bytesPerMsg:  float64(rep.AllocBytes) / float64(n),
+		cpuPerMsg:    rep.CPU / time.Duration(n),
+		peakRSSMB:    float64(rep.PeakRSSKB) / 1024,
+	}
+}
+
+// percentile is the nearest-rank percentile of sorted values.
+func percentile(sorted []time.Duration, p int) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := (len(sorted)*p + 99) / 100 // ceil(n*p/100)
+	return sorted[max(rank, 1)-1]
+}
+
+// median of the values; the mean of the middle two for an even count.
+func median(values []float64) float64 {
+	if len(values) == 0 {
+		return 0
+	}
+	v := slices.Clone(values)
+	slices.Sort(v)
+	mid := len(v) / 2
+	if len(v)%2 == 0 {
+		return (v[mid-1] + v[mid]) / 2
+	}
+	return v[mid]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// Stats are one variant's medians over a case's repetitions.
+type Stats struct {
+	Rate         float64 // messages (sessions) acked per second
+	P50Millis    float64 // publish to ack
+	P99Millis    float64
+	CPUMicros    float64 // consumer process CPU (user + system) per message
+	AllocsPerMsg float64 // consumer process only
+	BytesPerMsg  float64
+	PeakRSSMB    float64 // consumer process high-water mark
+}
+
+func medianStats(samples []sample) Stats {
+	pick := func(f func(sample) float64) float64 {
+		v := make([]float64, len(samples))
+		for i, s := range samples {
+			v[i] = f(s)
+		}
+		return median(v)
+	}
+	return Stats{
+		Rate:         pick(func(s sample) float64 { return s.rate }),
+		P50Millis:    pick(func(s sample) float64 { return ms(s.p50) }),
+		P99Millis:    pick(func(s sample) float64 { return ms(s.p99) }),
+		CPUMicros:    pick(func(s sample) float64 { return float64(s.cpuPerMsg) / float64(time.Microsecond) }),
+		AllocsPerMsg: pick(func(s sample) float64 { return s.allocsPerMsg }),
+		BytesPerMsg:  pick(func(s sample) float64 { return s.bytesPerMsg }),
+		PeakRSSMB:    pick(func(s sample) float64 { return s.peakRSSMB }),
+	}
+}
