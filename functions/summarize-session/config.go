@@ -26,8 +26,10 @@ func DefaultConfig() Config {
 // Validate reports every invalid field at once.
 func (c Config) Validate() error {
 	var errs []error
-	if c.Quiet <= 0 {
-		errs = append(errs, fmt.Errorf("config.quiet: %s is not positive", c.Quiet))
+	// Zero is allowed: two counts back to back, no wait for late segments
+	// (benchmarks use it so the wait does not dominate).
+	if c.Quiet < 0 {
+		errs = append(errs, fmt.Errorf("config.quiet: %s is negative", c.Quiet))
 	}
 	if c.MaxRounds < 1 {
 		errs = append(errs, fmt.Errorf("config.maxRounds: %d is below 1", c.MaxRounds))

@@ -34,7 +34,8 @@ func TestNewConfig(t *testing.T) {
 		{name: "partial", config: "maxRounds: 9\n", mongo: db, want: Config{Quiet: 2 * time.Second, MaxRounds: 9}},
 		{name: "unknown key", config: "quite: 1s\n", mongo: db, wantErr: "quite"},
 		{name: "bad duration", config: "quiet: soon\n", mongo: db, wantErr: "soon"},
-		{name: "zero quiet and rounds", config: "quiet: 0s\nmaxRounds: 0\n", mongo: db, wantErr: "config.quiet: 0s is not positive\nconfig.maxRounds: 0 is below 1"},
+		{name: "zero quiet is allowed", config: "quiet: 0s\n", mongo: db, want: Config{Quiet: 0, MaxRounds: 5}},
+		{name: "negative quiet and zero rounds", config: "quiet: -1s\nmaxRounds: 0\n", mongo: db, wantErr: "config.quiet: -1s is negative\nconfig.maxRounds: 0 is below 1"},
 		{name: "no mongo", wantErr: "needs Mongo"},
 	}
 	for _, tt := range tests {
