@@ -285,3 +285,16 @@ func (r *Runtime) reportAsyncErrors() {
 		}
 	})
 }
+
+// Stats returns a snapshot of every bound function's counters, including
+// its consumer's pending figures, for metrics and health endpoints.
+func (r *Runtime) Stats() []Stats {
+	r.mu.Lock()
+	bindings := slices.Clone(r.bindings)
+	r.mu.Unlock()
+	out := make([]Stats, 0, len(bindings))
+	for _, b := range bindings {
+		out = append(out, b.status())
+	}
+	return out
+}
