@@ -42,6 +42,8 @@ type binding struct {
 	tracked   tracker
 	// bufferBeats is off only in tests that show what it prevents.
 	bufferBeats bool
+	// observe, when set, receives every handler run's duration.
+	observe func(function string, d time.Duration)
 }
 
 // run pulls and handles messages until ctx is done, then drains: buffered
@@ -180,7 +182,11 @@ func (b *binding) process(ctx context.Context, d *delivery) {
 	if herr == nil {
 		herr = b.call(ctx, msg)
 	}
-	b.stats.observe(time.Since(start))
+	took := time.Since(start)
+	b.stats.observe(took)
+	if b.observe != nil {
+		b.observe(b.spec.Name, took)
+	}
 	b.stats.handled.Add(1)
 	if !b.tracked.finish(d) {
 		return // the drain already returned this message

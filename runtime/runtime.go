@@ -42,6 +42,7 @@ type options struct {
 	// noBufferBeats turns the buffer keeper off; only tests set it, to
 	// show what the keeper prevents.
 	noBufferBeats bool
+	observe       func(function string, d time.Duration)
 }
 
 // Option configures a Runtime.
@@ -92,6 +93,15 @@ func AllowShortWindow() Option {
 func WithoutProvisioning() Option {
 	return func(o *options) error {
 		o.noProvision = true
+		return nil
+	}
+}
+
+// WithHandlerObserver calls observe with every handler run's duration, for
+// a metrics histogram. It runs on the handling path: keep it cheap.
+func WithHandlerObserver(observe func(function string, d time.Duration)) Option {
+	return func(o *options) error {
+		o.observe = observe
 		return nil
 	}
 }
@@ -209,6 +219,7 @@ func (r *Runtime) bind(ctx context.Context, spec FunctionSpec) (*binding, error)
 		stats:       &counters{},
 		log:         log,
 		bufferBeats: !r.opts.noBufferBeats,
+		observe:     r.opts.observe,
 	}, nil
 }
 
