@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -44,6 +45,8 @@ type binding struct {
 	bufferBeats bool
 	// observe, when set, receives every handler run's duration.
 	observe func(function string, d time.Duration)
+	// refusal is the runtime's note of the last manifest it refused.
+	refusal *atomic.Pointer[string]
 }
 
 // run pulls and handles messages until ctx is done, then drains: buffered

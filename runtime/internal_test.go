@@ -9,9 +9,9 @@ func (r *Runtime) statsOf(t *testing.T, name string) Stats {
 	t.Helper()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, b := range r.bindings {
-		if b.spec.Name == name {
-			return b.stats.snapshot(name)
+	for _, a := range r.active {
+		if a.b.spec.Name == name {
+			return a.b.stats.snapshot(name)
 		}
 	}
 	t.Fatalf("function %s is not bound", name)
@@ -23,9 +23,9 @@ func (r *Runtime) bindingOf(t *testing.T, name string) *binding {
 	t.Helper()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, b := range r.bindings {
-		if b.spec.Name == name {
-			return b
+	for _, a := range r.active {
+		if a.b.spec.Name == name {
+			return a.b
 		}
 	}
 	t.Fatalf("function %s is not bound", name)

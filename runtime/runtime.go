@@ -8,11 +8,11 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nats.go/micro"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 )
 
@@ -30,7 +30,11 @@ type Runtime struct {
 	ready     chan struct{}
 
 	mu       sync.Mutex
-	bindings []*binding
+	active   []*active // in manifest order
+	applying sync.Mutex
+	// refusal is why Apply last refused a manifest ("" once one applies);
+	// every function's status shows it.
+	refusal atomic.Pointer[string]
 }
 
 type options struct {
@@ -150,50 +154,58 @@ func (r *Runtime) Ready() <-chan struct{} { return r.ready }
 
 // Run creates the streams and consumers, binds every manifest function,
 // registers its micro service and handles messages until ctx is done. Then
-// it drains (see binding.run), stops the services and flushes the
-// connection. Draining the connection itself is left to its owner.
+// it drains every function (see binding.run), stops the services and
+// flushes the connection. Draining the connection itself is left to its
+// owner. While it runs, Apply switches it to a new manifest.
 func (r *Runtime) Run(ctx context.Context) error {
 	r.reportAsyncErrors()
-	if err := r.provisionStreams(ctx); err != nil {
+	m := r.currentManifest()
+	if err := r.provisionStreams(ctx, m); err != nil {
 		return err
 	}
-	bindings, err := r.bindAll(ctx)
-	if err != nil {
-		return err
-	}
-	r.mu.Lock()
-	r.bindings = bindings
-	r.mu.Unlock()
-	cleanup, err := r.announce(bindings)
-	defer cleanup()
-	if err != nil {
-		return err
+	for _, spec := range m.Functions {
+		a, err := r.activate(ctx, spec, m)
+		if err != nil {
+			r.stopAll()
+			return fmt.Errorf("binding %s: %w", spec.Name, err)
+		}
+		r.mu.Lock()
+		r.active = append(r.active, a)
+		r.mu.Unlock()
 	}
 	close(r.ready)
-	r.opts.log.Info("runtime ready", "functions", len(bindings), "manifest_digest", r.manifest.Digest)
-	var wg sync.WaitGroup
-	for _, b := range bindings {
-		wg.Go(func() { b.run(ctx, r.opts.drainTimeout) })
-	}
-	wg.Wait()
+	r.opts.log.Info("runtime ready", "functions", len(m.Functions), "manifest_digest", m.Digest)
+	<-ctx.Done()
+	r.stopAll()
+	_ = r.nc.Flush()
 	r.opts.log.Info("drained")
 	return nil
 }
 
-func (r *Runtime) bindAll(ctx context.Context) ([]*binding, error) {
-	var bindings []*binding
-	for _, spec := range r.manifest.Functions {
-		b, err := r.bind(ctx, spec)
-		if err != nil {
-			return nil, fmt.Errorf("binding %s: %w", spec.Name, err)
-		}
-		bindings = append(bindings, b)
+// stopAll drains every function at once and unregisters it. The functions
+// stay listed (and in Stats) until they have drained.
+func (r *Runtime) stopAll() {
+	r.mu.Lock()
+	all := slices.Clone(r.active)
+	r.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, a := range all {
+		wg.Go(a.stop)
 	}
-	return bindings, nil
+	wg.Wait()
+	r.mu.Lock()
+	r.active = nil
+	r.mu.Unlock()
+}
+
+func (r *Runtime) currentManifest() *Manifest {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.manifest
 }
 
 // bind constructs the function's handler and its consumer.
-func (r *Runtime) bind(ctx context.Context, spec FunctionSpec) (*binding, error) {
+func (r *Runtime) bind(ctx context.Context, spec FunctionSpec, m *Manifest) (*binding, error) {
 	log := r.opts.log.With("function", spec.Name)
 	handler, err := r.functions[spec.Name](Deps{
 		Logger:    log,
@@ -214,53 +226,24 @@ func (r *Runtime) bind(ctx context.Context, spec FunctionSpec) (*binding, error)
 	}
 	return &binding{
 		spec: spec, handler: handler, js: r.js, stream: stream, consumer: consumer,
-		dlSubject:   r.manifest.DeadLetterSubject(spec.Name),
+		dlSubject:   m.DeadLetterSubject(spec.Name),
 		policy:      retryPolicy{maxDeliver: spec.MaxDeliver, backoff: spec.Backoff, ackWait: spec.AckWait},
 		stats:       &counters{},
 		log:         log,
 		bufferBeats: !r.opts.noBufferBeats,
 		observe:     r.opts.observe,
+		refusal:     &r.refusal,
 	}, nil
-}
-
-// announce registers each binding's micro service and advisory watcher. The
-// returned cleanup stops them and flushes the connection; it is safe to call
-// after a partial failure.
-func (r *Runtime) announce(bindings []*binding) (func(), error) {
-	var services []micro.Service
-	var subs []*nats.Subscription
-	cleanup := func() {
-		for _, s := range services {
-			_ = s.Stop()
-		}
-		for _, s := range subs {
-			_ = s.Unsubscribe()
-		}
-		_ = r.nc.Flush()
-	}
-	for _, b := range bindings {
-		svc, err := b.addService(r.nc, r.manifest.Digest)
-		if err != nil {
-			return cleanup, err
-		}
-		services = append(services, svc)
-		sub, err := b.watchMaxDeliveries(r.nc)
-		if err != nil {
-			return cleanup, err
-		}
-		subs = append(subs, sub)
-	}
-	return cleanup, nil
 }
 
 // provisionStreams creates or updates the streams. Without provisioning
 // there is nothing to do here: bind looks up each function's own stream,
 // and output and dead-letter streams are only published to.
-func (r *Runtime) provisionStreams(ctx context.Context) error {
+func (r *Runtime) provisionStreams(ctx context.Context, m *Manifest) error {
 	if r.opts.noProvision {
 		return nil
 	}
-	for _, s := range r.manifest.Streams {
+	for _, s := range m.Streams {
 		if err := ensureStream(ctx, r.js, s); err != nil {
 			return err
 		}
@@ -301,11 +284,11 @@ func (r *Runtime) reportAsyncErrors() {
 // its consumer's pending figures, for metrics and health endpoints.
 func (r *Runtime) Stats() []Stats {
 	r.mu.Lock()
-	bindings := slices.Clone(r.bindings)
+	all := slices.Clone(r.active)
 	r.mu.Unlock()
-	out := make([]Stats, 0, len(bindings))
-	for _, b := range bindings {
-		out = append(out, b.status())
+	out := make([]Stats, 0, len(all))
+	for _, a := range all {
+		out = append(out, a.b.status())
 	}
 	return out
 }

@@ -63,6 +63,11 @@ func (b *binding) metadata(digest string) map[string]string {
 // status is the function's counters plus its consumer's pending figures.
 func (b *binding) status() Stats {
 	s := b.stats.snapshot(b.spec.Name)
+	if b.refusal != nil {
+		if note := b.refusal.Load(); note != nil {
+			s.ManifestRefused = *note
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), consumerInfoTimeout)
 	defer cancel()
 	if info, err := b.consumer.Info(ctx); err == nil {

@@ -31,6 +31,9 @@ type Stats struct {
 	P99Millis     float64 `json:"processing_p99_ms"`
 	NumPending    uint64  `json:"num_pending"`
 	NumAckPending int     `json:"num_ack_pending"`
+	// ManifestRefused says why the runtime refused the last manifest
+	// revision it was given; it keeps running the previous one.
+	ManifestRefused string `json:"manifest_refused,omitempty"`
 }
 
 // counters are a function's live counters, safe for concurrent use.

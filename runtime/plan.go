@@ -1,0 +1,134 @@
+package runtime
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Plan is what switching from one manifest to another changes.
+type Plan struct {
+	Added   []string
+	Removed []string
+	Changed []Change
+	// Streams whose declaration is new or differs; whether the server
+	// accepts the change is ServerRefusals' question.
+	StreamsCreated []string
+	StreamsUpdated []Change
+}
+
+// Change is one function or stream whose declaration differs, with the
+// manifest keys that differ.
+type Change struct {
+	Name   string
+	Fields []string
+}
+
+// PlanChange compares two manifests; old may be nil (nothing deployed yet).
+func PlanChange(old, next *Manifest) Plan {
+	if old == nil {
+		old = &Manifest{}
+	}
+	var p Plan
+	for _, f := range next.Functions {
+		prev, ok := old.function(f.Name)
+		switch {
+		case !ok:
+			p.Added = append(p.Added, f.Name)
+		default:
+			if fields := fieldDiff(prev, f); len(fields) > 0 {
+				p.Changed = append(p.Changed, Change{Name: f.Name, Fields: fields})
+			}
+		}
+	}
+	for _, f := range old.Functions {
+		if _, ok := next.function(f.Name); !ok {
+			p.Removed = append(p.Removed, f.Name)
+		}
+	}
+	for _, s := range next.Streams {
+		prev, ok := old.Stream(s.Name)
+		switch {
+		case !ok:
+			p.StreamsCreated = append(p.StreamsCreated, s.Name)
+		default:
+			if fields := fieldDiff(prev, s); len(fields) > 0 {
+				p.StreamsUpdated = append(p.StreamsUpdated, Change{Name: s.Name, Fields: fields})
+			}
+		}
+	}
+	return p
+}
+
+// Empty reports whether the plan changes nothing.
+func (p Plan) Empty() bool {
+	return len(p.Added)+len(p.Removed)+len(p.Changed)+len(p.StreamsCreated)+len(p.StreamsUpdated) == 0
+}
+
+func (p Plan) String() string {
+	if p.Empty() {
+		return "no changes\n"
+	}
+	var b strings.Builder
+	for _, n := range p.Added {
+		fmt.Fprintf(&b, "+ function %s\n", n)
+	}
+	for _, c := range p.Changed {
+		fmt.Fprintf(&b, "~ function %s: %s\n", c.Name, strings.Join(c.Fields, ", "))
+	}
+	for _, n := range p.Removed {
+		fmt.Fprintf(&b, "- function %s (its durable consumer stays)\n", n)
+	}
+	for _, n := range p.StreamsCreated {
+		fmt.Fprintf(&b, "+ stream %s\n", n)
+	}
+	for _, c := range p.StreamsUpdated {
+		fmt.Fprintf(&b, "~ stream %s: %s\n", c.Name, strings.Join(c.Fields, ", "))
+	}
+	return b.String()
+}
+
+func (m *Manifest) function(name string) (FunctionSpec, bool) {
+	i := slices.IndexFunc(m.Functions, func(f FunctionSpec) bool { return f.Name == name })
+	if i < 0 {
+		return FunctionSpec{}, false
+	}
+	return m.Functions[i], true
+}
+
+// fieldDiff names the yaml keys whose values differ between two specs of
+// the same type. A config block is compared by its content, not its layout.
+func fieldDiff[T any](a, b T) []string {
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	var fields []string
+	for i := range va.NumField() {
+		f := va.Type().Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		x, y := va.Field(i).Interface(), vb.Field(i).Interface()
+		if cx, ok := x.(Config); ok {
+			x, y = cx.canonical(), y.(Config).canonical()
+		}
+		if !reflect.DeepEqual(x, y) {
+			fields = append(fields, name)
+		}
+	}
+	return fields
+}
+
+// canonical is the config block as YAML text, for comparisons.
+func (c Config) canonical() string {
+	if c.node == nil {
+		return ""
+	}
+	out, err := yaml.Marshal(c.node)
+	if err != nil {
+		return err.Error()
+	}
+	return string(out)
+}
