@@ -33,6 +33,9 @@ func (r *Runtime) Apply(ctx context.Context, m *Manifest) error {
 }
 
 func (r *Runtime) apply(ctx context.Context, m *Manifest) error {
+	if r.stopped {
+		return errors.New("the runtime is shutting down")
+	}
 	if err := m.Validate(r.knownNames()); err != nil {
 		return err
 	}

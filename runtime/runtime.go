@@ -32,6 +32,7 @@ type Runtime struct {
 	mu       sync.Mutex
 	active   []*active // in manifest order
 	applying sync.Mutex
+	stopped  bool // guarded by applying: Run has begun its shutdown
 	// refusal is why Apply last refused a manifest ("" once one applies);
 	// every function's status shows it.
 	refusal atomic.Pointer[string]
@@ -176,6 +177,10 @@ func (r *Runtime) Run(ctx context.Context) error {
 	close(r.ready)
 	r.opts.log.Info("runtime ready", "functions", len(m.Functions), "manifest_digest", m.Digest)
 	<-ctx.Done()
+	// An Apply in progress finishes first; none starts after this.
+	r.applying.Lock()
+	r.stopped = true
+	r.applying.Unlock()
 	r.stopAll()
 	_ = r.nc.Flush()
 	r.opts.log.Info("drained")

@@ -26,6 +26,9 @@ type Config struct {
 	// MongoCAFile is a CA bundle for MongoDB TLS; credentials and the rest
 	// of TLS go in MONGO_URI.
 	MongoCAFile string `env:"MONGO_CA_FILE"`
+	// MetricsAddr is where `run` serves /metrics, /healthz and /readyz
+	// (for example :9090); empty turns the listener off.
+	MetricsAddr string `env:"METRICS_ADDR"`
 	NATS        NATSAuth
 
 	// Flags of `run`, not environment variables.

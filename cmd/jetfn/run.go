@@ -16,6 +16,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/jetfn/jetfn/functions"
+	"github.com/jetfn/jetfn/metrics"
 	"github.com/jetfn/jetfn/runtime"
 )
 
@@ -69,12 +70,22 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, onReady func()) er
 	if cfg.NoProvision {
 		opts = append(opts, runtime.WithoutProvisioning())
 	}
+	mx := metrics.New() // metrics and health: the histogram before the runtime, the listener after
+	opts = append(opts, runtime.WithHandlerObserver(mx.ObserveHandler))
 	rt, err := runtime.New(nc, m, functions.All(), opts...)
 	if err != nil {
 		if errors.Is(err, runtime.ErrInvalidManifest) || errors.Is(err, runtime.ErrShortWindow) {
 			return usageError(err)
 		}
 		return err
+	}
+	if cfg.MetricsAddr != "" {
+		srv, err := mx.Serve(cfg.MetricsAddr, rt, metrics.Probes{NATS: nc, Mongo: client})
+		if err != nil {
+			return usageError(fmt.Errorf("METRICS_ADDR: %w", err))
+		}
+		defer func() { _ = srv.Close() }()
+		log.Info("serving metrics and health", "addr", srv.Addr())
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
