@@ -23,13 +23,34 @@ func (r *Runtime) Apply(ctx context.Context, m *Manifest) error {
 	r.applying.Lock()
 	defer r.applying.Unlock()
 	if err := r.apply(ctx, m); err != nil {
-		note := err.Error()
-		r.refusal.Store(&note)
-		r.opts.log.Error("refused manifest revision", "manifest_digest", m.Digest, "err", err)
-		return fmt.Errorf("%w: %w", ErrRefusedManifest, err)
+		return r.refuse(m, err)
 	}
 	r.refusal.Store(nil)
 	return nil
+}
+
+// ApplyYAML parses raw and applies it; a manifest that does not parse is
+// refused like one that does not validate.
+func (r *Runtime) ApplyYAML(ctx context.Context, raw []byte) error {
+	m, err := ParseManifest(raw)
+	if err != nil {
+		r.applying.Lock()
+		defer r.applying.Unlock()
+		return r.refuse(m, err)
+	}
+	return r.Apply(ctx, m)
+}
+
+// refuse records why a manifest was refused; the caller holds applying.
+func (r *Runtime) refuse(m *Manifest, err error) error {
+	note := err.Error()
+	r.refusal.Store(&note)
+	digest := ""
+	if m != nil {
+		digest = m.Digest
+	}
+	r.opts.log.Error("refused manifest revision", "manifest_digest", digest, "err", err)
+	return fmt.Errorf("%w: %w", ErrRefusedManifest, err)
 }
 
 func (r *Runtime) apply(ctx context.Context, m *Manifest) error {

@@ -143,3 +143,27 @@ func (d *differ) String() string {
 	}
 	return strings.Join(d.notes, ", ")
 }
+
+// ServerRefusals lists the stream changes in m that the server (or jetfn's
+// no-deletion rule) would refuse, by comparing with the streams as they are
+// now; `jetfn deploy` shows them before anything is stored.
+func ServerRefusals(ctx context.Context, js jetstream.JetStream, m *Manifest) ([]string, error) {
+	var out []string
+	for _, spec := range m.Streams {
+		s, err := js.Stream(ctx, spec.Name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("looking up stream %s: %w", spec.Name, err)
+		}
+		have, want := s.CachedInfo().Config, streamConfig(spec)
+		if have.Storage != want.Storage {
+			out = append(out, fmt.Sprintf("stream %s: storage %s → %s cannot change in place", spec.Name, have.Storage, want.Storage))
+		}
+		if shrinksAge(have.MaxAge, want.MaxAge) {
+			out = append(out, fmt.Sprintf("stream %s: maxAge %s → %s would delete stored messages", spec.Name, ageString(have.MaxAge), ageString(want.MaxAge)))
+		}
+	}
+	return out, nil
+}

@@ -203,6 +203,10 @@ func (r *Runtime) stopAll() {
 	r.mu.Unlock()
 }
 
+// Manifest is the manifest the runtime runs now: the one it started with or
+// the last one Apply accepted.
+func (r *Runtime) Manifest() *Manifest { return r.currentManifest() }
+
 func (r *Runtime) currentManifest() *Manifest {
 	r.mu.Lock()
 	defer r.mu.Unlock()

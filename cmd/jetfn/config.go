@@ -32,8 +32,9 @@ type Config struct {
 	NATS        NATSAuth
 
 	// Flags of `run`, not environment variables.
-	AllowShortWindow bool `env:"-"`
-	NoProvision      bool `env:"-"`
+	AllowShortWindow bool   `env:"-"`
+	NoProvision      bool   `env:"-"`
+	Deployment       string `env:"-"`
 }
 
 // errUsage marks an error caused by a setting or a flag: exit code 2.

@@ -12,9 +12,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/jetfn/jetfn/deploy"
 	"github.com/jetfn/jetfn/functions"
 	"github.com/jetfn/jetfn/metrics"
 	"github.com/jetfn/jetfn/runtime"
@@ -26,6 +28,7 @@ const connectTimeout = 10 * time.Second
 func cmdRun(ctx context.Context, args []string, _, errOut io.Writer) error {
 	fs := newFlags("run", "run [--manifest FILE]", errOut)
 	path := fs.String("manifest", "", "manifest to run (default $JETFN_MANIFEST)")
+	deployment := fs.String("deployment", "", "load the manifest from the jetfn-manifests KV bucket and apply every new revision live (instead of --manifest)")
 	noProvision := fs.Bool("no-provision", false, "only look up streams and consumers, never create or update them (for `jetfn permissions` without --provision)")
 	allowShort := fs.Bool("allow-short-window", false, "warn instead of refusing a duplicate window shorter than twice the redelivery horizon")
 	if err := parseFlags(fs, args); err != nil {
@@ -38,7 +41,10 @@ func cmdRun(ctx context.Context, args []string, _, errOut io.Writer) error {
 	if *path != "" {
 		cfg.Manifest = *path
 	}
-	cfg.AllowShortWindow, cfg.NoProvision = *allowShort, *noProvision
+	cfg.AllowShortWindow, cfg.NoProvision, cfg.Deployment = *allowShort, *noProvision, *deployment
+	if cfg.Deployment != "" {
+		cfg.Manifest = "(deployment " + cfg.Deployment + ")"
+	}
 	if err := cfg.requireRun(); err != nil {
 		return err
 	}
@@ -48,15 +54,19 @@ func cmdRun(ctx context.Context, args []string, _, errOut io.Writer) error {
 // serve runs the runtime until ctx is done, then drains it and the
 // connections. onReady is called once every function is bound.
 func serve(ctx context.Context, cfg Config, log *slog.Logger, onReady func()) error {
-	m, err := runtime.LoadManifest(cfg.Manifest)
-	if err != nil {
-		return usageError(err)
-	}
 	nc, closed, err := connectNATS(cfg.NATSURL, cfg.NATS, log)
 	if err != nil {
 		return err
 	}
 	defer drainNATS(nc, closed, log)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	m, revision, err := startManifest(ctx, cfg, js)
+	if err != nil {
+		return err
+	}
 	client, err := connectMongo(ctx, cfg.MongoURI, cfg.MongoCAFile)
 	if err != nil {
 		return err
@@ -94,12 +104,34 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, onReady func()) er
 		case <-rt.Ready():
 			onReady()
 		case <-ctx.Done():
+			return
+		}
+		if cfg.Deployment == "" {
+			return
+		}
+		if err := deploy.Follow(ctx, js, cfg.Deployment, revision, rt, log); err != nil {
+			log.Error("following the deployment stopped; the current manifest keeps running", "err", err)
 		}
 	})
 	if err := rt.Run(ctx); err != nil {
 		return fmt.Errorf("running: %w", err)
 	}
 	return nil
+}
+
+// startManifest is the manifest to start with: the file, or the
+// deployment's current revision in KV (and its revision number).
+func startManifest(ctx context.Context, cfg Config, js jetstream.JetStream) (*runtime.Manifest, uint64, error) {
+	if cfg.Deployment == "" {
+		m, err := runtime.LoadManifest(cfg.Manifest)
+		return m, 0, usageError(err)
+	}
+	rev, err := deploy.Load(ctx, js, cfg.Deployment)
+	if err != nil {
+		return nil, 0, usageError(err)
+	}
+	m, err := rev.Manifest()
+	return m, rev.Number, usageError(err)
 }
 
 // connectNATS connects with unlimited reconnects: once running, a NATS

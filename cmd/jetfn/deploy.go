@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetfn/jetfn/deploy"
+	"github.com/jetfn/jetfn/functions"
+	"github.com/jetfn/jetfn/runtime"
+)
+
+// cmdDeploy validates a manifest, shows what it changes against the
+// deployment's current revision and the server, and with --yes stores it as
+// the new revision; instances running with --deployment apply it live.
+func cmdDeploy(ctx context.Context, args []string, out, errOut io.Writer) error {
+	fs := newFlags("deploy", "deploy --manifest FILE [--deployment NAME] [--yes]", errOut)
+	path := fs.String("manifest", "", "manifest to deploy (default $JETFN_MANIFEST)")
+	name := fs.String("deployment", "default", "deployment name (the KV key)")
+	yes := fs.Bool("yes", false, "store the revision; without it only the plan is shown")
+	allowShort := fs.Bool("allow-short-window", false, "accept a duplicate window shorter than twice the redelivery horizon")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	cfg, err := loadConfig()
+	if err != nil {
+		return err
+	}
+	if *path == "" {
+		*path = cfg.Manifest
+	}
+	raw, m, err := readManifest(*path, *allowShort, out)
+	if err != nil {
+		return err
+	}
+	return withJetStream(ctx, cfg, func(js jetstream.JetStream) error {
+		var current *runtime.Manifest
+		if rev, err := deploy.Load(ctx, js, *name); err == nil {
+			if current, err = rev.Manifest(); err != nil {
+				current = nil
+			}
+			fmt.Fprintf(out, "deployment %s: revision %d is live\n", *name, rev.Number)
+		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return err
+		}
+		fmt.Fprint(out, runtime.PlanChange(current, m).String())
+		refusals, err := runtime.ServerRefusals(ctx, js, m)
+		if err != nil {
+			return err
+		}
+		for _, r := range refusals {
+			fmt.Fprintf(out, "! %s\n", r)
+		}
+		if len(refusals) > 0 {
+			return errCheckFailed
+		}
+		if !*yes {
+			fmt.Fprintln(out, "(plan only: add --yes to store it)")
+			return nil
+		}
+		rev, err := deploy.Store(ctx, js, *name, raw)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "stored as revision %d of deployment %s\n", rev, *name)
+		return nil
+	})
+}
+
+// readManifest reads and validates a manifest the way `check` does.
+func readManifest(path string, allowShort bool, out io.Writer) ([]byte, *runtime.Manifest, error) {
+	if path == "" {
+		return nil, nil, usageError(errors.New("--manifest (or JETFN_MANIFEST) is required"))
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, usageError(err)
+	}
+	m, err := runtime.ParseManifest(raw)
+	if err == nil {
+		err = m.Validate(runtime.Names(functions.All()))
+	}
+	if err == nil && !allowShort {
+		err = m.CheckDuplicateWindows()
+	}
+	if err != nil {
+		fmt.Fprintln(out, err)
+		return nil, nil, errCheckFailed
+	}
+	return raw, m, nil
+}
+
+func cmdRollback(ctx context.Context, args []string, out, errOut io.Writer) error {
+	fs := newFlags("rollback", "rollback [--deployment NAME]", errOut)
+	name := fs.String("deployment", "default", "deployment name (the KV key)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	cfg, err := loadConfig()
+	if err != nil {
+		return err
+	}
+	return withJetStream(ctx, cfg, func(js jetstream.JetStream) error {
+		from, to, err := deploy.Rollback(ctx, js, *name)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "deployment %s: revision %d restores the manifest of the revision before %d\n", *name, to.Number, from.Number)
+		return nil
+	})
+}
+
+// withJetStream connects to NATS_URL for the length of fn.
+func withJetStream(ctx context.Context, cfg Config, fn func(jetstream.JetStream) error) error {
+	if cfg.NATSURL == "" {
+		return usageError(errors.New("NATS_URL: required"))
+	}
+	nc, closed, err := connectNATS(cfg.NATSURL, cfg.NATS, cfg.newLogger(io.Discard))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		nc.Close()
+		<-closed
+	}()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	return fn(js)
+}
