@@ -71,8 +71,12 @@ func (b *binding) run(ctx context.Context, drainTimeout time.Duration) {
 		stopKeeper()
 		keeper.Wait()
 	}()
+	// Refill when half the allowance is free, or at once when no message
+	// waits for a worker: each pull is a request and a subscription, so
+	// pulling for every freed credit would cost more than the messages.
+	enough := func(free, limit int) bool { return 2*free >= limit || len(buffer) == 0 }
 	for {
-		free := held.take(ctx, b.pullLimit)
+		free := held.take(ctx, b.pullLimit, enough)
 		if free == 0 {
 			break
 		}

@@ -21,11 +21,12 @@ func newCredits() *credits {
 	return c
 }
 
-// take waits until fewer than limit() credits are in use, then takes the
-// rest up to limit(). It returns 0 once ctx is done. limit is read again
-// after every release, so a prefetch allowance that changes with the
-// measured handling rate takes effect at once.
-func (c *credits) take(ctx context.Context, limit func() int) int {
+// take waits until enough credits are free, then takes every free one up
+// to limit(). It returns 0 once ctx is done. limit is read again after
+// every release, so a prefetch allowance that changes with the measured
+// handling rate takes effect at once; enough lets the caller batch refills
+// instead of pulling for every single freed credit.
+func (c *credits) take(ctx context.Context, limit func() int, enough func(free, limit int) bool) int {
 	stop := context.AfterFunc(ctx, func() {
 		c.mu.Lock()
 		c.cond.Broadcast()
@@ -35,7 +36,8 @@ func (c *credits) take(ctx context.Context, limit func() int) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for ctx.Err() == nil {
-		if n := limit() - c.inUse; n > 0 {
+		l := limit()
+		if n := l - c.inUse; n > 0 && enough(n, l) {
 			c.inUse += n
 			return n
 		}
