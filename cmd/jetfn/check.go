@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/jetfn/jetfn/functions"
 	"github.com/jetfn/jetfn/runtime"
@@ -21,27 +22,51 @@ func cmdCheck(_ context.Context, args []string, out, errOut io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if *path == "" {
-		*path = cfg.Manifest
+	file, err := manifestPath(*path, cfg)
+	if err != nil {
+		return err
 	}
-	if *path == "" {
-		return usageError(errors.New("--manifest (or JETFN_MANIFEST) is required"))
+	_, m, err := readManifest(file, *allowShort, out)
+	if err != nil {
+		return err
 	}
-	m, err := runtime.LoadManifest(*path)
+	fmt.Fprintf(out, "%s: ok (%d streams, %d functions, digest %s)\n", file, len(m.Streams), len(m.Functions), m.Digest)
+	return nil
+}
+
+// manifestPath is the --manifest flag's value, or JETFN_MANIFEST.
+func manifestPath(flagValue string, cfg Config) (string, error) {
+	if flagValue != "" {
+		return flagValue, nil
+	}
+	if cfg.Manifest != "" {
+		return cfg.Manifest, nil
+	}
+	return "", usageError(errors.New("--manifest (or JETFN_MANIFEST) is required"))
+}
+
+// readManifest reads a manifest and validates it against this binary's
+// functions and the duplicate-window rule, printing every problem to out
+// (errCheckFailed). With allowShort a short window is printed as a warning.
+func readManifest(path string, allowShort bool, out io.Writer) ([]byte, *runtime.Manifest, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, usageError(err)
+	}
+	m, err := runtime.ParseManifest(raw)
 	if err == nil {
 		err = m.Validate(runtime.Names(functions.All()))
 	}
 	if err != nil {
 		fmt.Fprintln(out, err)
-		return errCheckFailed
+		return nil, nil, errCheckFailed
 	}
 	if err := m.CheckDuplicateWindows(); err != nil {
-		if !*allowShort {
+		if !allowShort {
 			fmt.Fprintln(out, err)
-			return errCheckFailed
+			return nil, nil, errCheckFailed
 		}
 		fmt.Fprintf(out, "warning (--allow-short-window): %v\n", err)
 	}
-	fmt.Fprintf(out, "%s: ok (%d streams, %d functions, digest %s)\n", *path, len(m.Streams), len(m.Functions), m.Digest)
-	return nil
+	return raw, m, nil
 }

@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetfn/jetfn/deploy"
-	"github.com/jetfn/jetfn/functions"
 	"github.com/jetfn/jetfn/runtime"
 )
 
@@ -30,10 +28,11 @@ func cmdDeploy(ctx context.Context, args []string, out, errOut io.Writer) error 
 	if err != nil {
 		return err
 	}
-	if *path == "" {
-		*path = cfg.Manifest
+	file, err := manifestPath(*path, cfg)
+	if err != nil {
+		return err
 	}
-	raw, m, err := readManifest(*path, *allowShort, out)
+	raw, m, err := readManifest(file, *allowShort, out)
 	if err != nil {
 		return err
 	}
@@ -69,29 +68,6 @@ func cmdDeploy(ctx context.Context, args []string, out, errOut io.Writer) error 
 		fmt.Fprintf(out, "stored as revision %d of deployment %s\n", rev, *name)
 		return nil
 	})
-}
-
-// readManifest reads and validates a manifest the way `check` does.
-func readManifest(path string, allowShort bool, out io.Writer) ([]byte, *runtime.Manifest, error) {
-	if path == "" {
-		return nil, nil, usageError(errors.New("--manifest (or JETFN_MANIFEST) is required"))
-	}
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return nil, nil, usageError(err)
-	}
-	m, err := runtime.ParseManifest(raw)
-	if err == nil {
-		err = m.Validate(runtime.Names(functions.All()))
-	}
-	if err == nil && !allowShort {
-		err = m.CheckDuplicateWindows()
-	}
-	if err != nil {
-		fmt.Fprintln(out, err)
-		return nil, nil, errCheckFailed
-	}
-	return raw, m, nil
 }
 
 func cmdRollback(ctx context.Context, args []string, out, errOut io.Writer) error {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 
@@ -25,13 +24,11 @@ func cmdPermissions(_ context.Context, args []string, out, errOut io.Writer) err
 	if err != nil {
 		return err
 	}
-	if *path == "" {
-		*path = cfg.Manifest
+	file, err := manifestPath(*path, cfg)
+	if err != nil {
+		return err
 	}
-	if *path == "" {
-		return usageError(errors.New("--manifest (or JETFN_MANIFEST) is required"))
-	}
-	m, err := runtime.LoadManifest(*path)
+	m, err := runtime.LoadManifest(file)
 	if err != nil {
 		return usageError(err)
 	}
