@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -18,10 +19,20 @@ var _ Publisher = jsPublisher{}
 // (publishers, tools) that want the same message-ID rules.
 func NewPublisher(js jetstream.JetStream) Publisher { return jsPublisher{js: js} }
 
+// publishTimeout bounds one publish. jetstream.Publish waits for the PubAck
+// until ctx is done, and a handler's ctx lives as long as the manifest's
+// timeout: a PubAck lost in a NATS restart would hold the handler, and
+// through its heartbeat the message, that long (seen in the crash harness:
+// two minutes). Failing lets the runtime nak and retry, which the message ID
+// makes safe.
+const publishTimeout = 5 * time.Second
+
 // Publish waits for the stream's acknowledgement. A duplicate inside the
 // window is acknowledged too (and dropped by the stream), so a retried
 // publish succeeds without storing a second message.
 func (p jsPublisher) Publish(ctx context.Context, subject string, data []byte, msgID string) error {
+	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	defer cancel()
 	var opts []jetstream.PublishOpt
 	if msgID != "" {
 		opts = append(opts, jetstream.WithMsgID(msgID))

@@ -1,0 +1,47 @@
+package crash
+
+import (
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestCrashMatrix is the short version of `go tool task crash`: two runs
+// per kill point with a 1s quiet period, the scaled-down long-outage pair
+// (5s window, 7s outage), and short batches with a child kill, a
+// nats-server restart and a Mongo outage. It builds and runs the real
+// jetfn binary; about three minutes on two cores.
+//
+// CRASH_BUILD_FLAGS adds `go build` flags for the child (say -race).
+func TestCrashMatrix(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds jetfn and kills it for about three minutes")
+	}
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+	h, err := New(t.Context(), Options{
+		Dir: t.TempDir(), Quiet: time.Second, Log: log,
+		BuildFlags: strings.Fields(os.Getenv("CRASH_BUILD_FLAGS")),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	rep := RunSuite(t.Context(), h, SuiteOptions{
+		Runs: 2, ShortWindow: 5 * time.Second, Outage: 7 * time.Second,
+		BatchSessions: 16, BatchCycles: 3,
+		ServerCycles: 1, NATSDown: 2 * time.Second, MongoDown: 12 * time.Second,
+	})
+	var table strings.Builder
+	rep.Write(&table)
+	t.Log("\n" + table.String())
+	for _, r := range rep.Rows {
+		for _, p := range r.Problems() {
+			t.Errorf("%s: %s", r.Point, p)
+		}
+	}
+	if len(rep.Rows) != 9 {
+		t.Errorf("%d rows, want 9 (6 points and 3 batches)", len(rep.Rows))
+	}
+}

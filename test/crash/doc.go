@@ -1,0 +1,20 @@
+// Package crash is the crash-consistency harness for summarize-session: it
+// reproduces the field report's kill matrix against the shipped binary.
+//
+// A Harness builds `jetfn run` once, owns an embedded nats-server and an
+// embedded Mongo-compatible server (which outlive every child), and starts
+// the binary as a child process that reaches NATS through a Proxy and Mongo
+// through a Relay. The Proxy reads the client side of the NATS protocol, so
+// it can tell the transcript.processed publish from a $JS.ACK ack and pass,
+// drop or freeze either; the binary has no test hooks.
+//
+// Each single-session run writes its own manifest and uses its own
+// database, seeds segments into Mongo, publishes session-ended straight to
+// the server, SIGKILLs the child at its Point, restarts it, and waits until
+// the consumer has acked everything; then it counts summaries (documents in
+// transcriptsummaries) and notifications (transcript.processed messages in
+// the stream). Batches put many sessions in flight and kill the child,
+// restart nats-server or take Mongo away at random moments. RunSuite runs
+// them all and returns the Report that `go run ./test/crash/cmd/crashtest`
+// prints.
+package crash

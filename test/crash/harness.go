@@ -1,0 +1,166 @@
+package crash
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/jetfn/jetfn/events"
+)
+
+// Options configure a Harness.
+type Options struct {
+	// Bin is a jetfn binary already built with Build; empty builds one.
+	Bin string
+	// Dir holds the servers' data, manifests and child logs; empty makes a
+	// temporary directory that Close removes.
+	Dir string
+	// Quiet is summarize-session's quiet period (config.quiet).
+	Quiet time.Duration
+	// Log receives the harness's progress.
+	Log *slog.Logger
+	// BuildFlags are extra `go build` flags for the child binary.
+	BuildFlags []string
+}
+
+// Harness owns one embedded stack, one proxy in front of its nats-server,
+// and at most one `jetfn run` child at a time.
+type Harness struct {
+	opts    Options
+	bin     string
+	dir     string
+	ownDir  bool
+	stack   *Stack
+	proxy   *Proxy
+	child   *Child
+	runs    int
+	manPath string
+	logPath string
+	db      string
+	args    []string
+}
+
+// New builds the binary (unless Options.Bin is set) and starts the stack
+// and the proxy.
+func New(ctx context.Context, opts Options) (*Harness, error) {
+	if opts.Quiet <= 0 {
+		return nil, fmt.Errorf("crash harness: quiet %s is not positive", opts.Quiet)
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	h := &Harness{opts: opts, dir: opts.Dir}
+	if h.dir == "" {
+		dir, err := os.MkdirTemp("", "jetfn-crash-")
+		if err != nil {
+			return nil, err
+		}
+		h.dir, h.ownDir = dir, true
+	}
+	if err := h.start(ctx); err != nil {
+		h.Close()
+		return nil, err
+	}
+	return h, nil
+}
+
+func (h *Harness) start(ctx context.Context) error {
+	h.bin = h.opts.Bin
+	if h.bin == "" {
+		bin, err := Build(ctx, h.dir, h.opts.BuildFlags...)
+		if err != nil {
+			return err
+		}
+		h.bin = bin
+	}
+	stack, err := StartStack(h.dir)
+	if err != nil {
+		return err
+	}
+	h.stack = stack
+	proxy, err := StartProxy(stack.NATSAddr(), events.TranscriptProcessedSubject, h.opts.Log)
+	if err != nil {
+		return err
+	}
+	h.proxy = proxy
+	return nil
+}
+
+// Close stops the child, the proxy and the stack, and removes a temporary
+// directory.
+func (h *Harness) Close() {
+	if h.child != nil {
+		h.child.Kill()
+		h.child = nil
+	}
+	if h.proxy != nil {
+		h.proxy.Close()
+	}
+	if h.stack != nil {
+		h.stack.Close()
+	}
+	if h.ownDir {
+		_ = os.RemoveAll(h.dir)
+	}
+}
+
+// prepare writes a fresh manifest and picks a fresh database for one run.
+func (h *Harness) prepare(name string, window time.Duration) error {
+	h.runs++
+	base := fmt.Sprintf("%03d-%s", h.runs, strings.ReplaceAll(name, "/", "_"))
+	h.manPath = filepath.Join(h.dir, "manifest-"+base+".yaml")
+	h.logPath = filepath.Join(h.dir, "jetfn-"+base+".log")
+	h.db = fmt.Sprintf("crash_%03d", h.runs)
+	h.args = nil
+	if window < dayWindow {
+		// The runtime refuses a window shorter than twice the redelivery
+		// horizon; the short-window control needs exactly that.
+		h.args = []string{"--allow-short-window"}
+	}
+	return writeManifest(h.manPath, window, h.opts.Quiet)
+}
+
+// startChild starts `jetfn run` through the proxy, which passes everything
+// again, and waits until its functions are bound.
+func (h *Harness) startChild(ctx context.Context) (time.Time, error) {
+	if h.child != nil {
+		return time.Time{}, errors.New("a child is already running")
+	}
+	h.proxy.Reset()
+	c, err := StartChild(h.bin, ChildEnv{
+		NATSURL: h.proxy.URL(), MongoURI: h.stack.ChildMongoURI(), MongoDatabase: h.db, Manifest: h.manPath, Args: h.args,
+	}, h.logPath)
+	if err != nil {
+		return time.Time{}, err
+	}
+	h.child = c
+	readyCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := c.Ready(readyCtx); err != nil {
+		return c.Started, err
+	}
+	return c.Started, nil
+}
+
+// killChild SIGKILLs the child and reaps it.
+func (h *Harness) killChild() {
+	if h.child != nil {
+		h.child.Kill()
+		h.child = nil
+	}
+}
+
+// stopChild stops the child gracefully at the end of a run.
+func (h *Harness) stopChild() error {
+	if h.child == nil {
+		return nil
+	}
+	err := h.child.Stop()
+	h.child = nil
+	return err
+}
