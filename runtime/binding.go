@@ -116,7 +116,11 @@ func (b *binding) fetch(ctx context.Context, free int, buffer chan<- *delivery, 
 	held.release(free - got)
 	if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
 		b.log.Warn("pulling messages", "err", err)
-		pause(ctx, fetchWait)
+		// The consumer leader moved (a cluster node stopped): the next pull
+		// reaches the new leader, so waiting would only stall the function.
+		if !errors.Is(err, jetstream.ErrServerShutdown) && !errors.Is(err, jetstream.ErrConsumerLeadershipChanged) {
+			pause(ctx, fetchWait)
+		}
 	}
 }
 

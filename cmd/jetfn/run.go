@@ -161,7 +161,7 @@ func connectNATS(natsURL string, auth NATSAuth, log *slog.Logger) (*nats.Conn, <
 		nats.ClosedHandler(func(*nats.Conn) { close(closed) }),
 	)...)
 	if err != nil {
-		return nil, nil, usageError(fmt.Errorf("connecting to NATS_URL %s: %w", redactURL(natsURL), err))
+		return nil, nil, usageError(fmt.Errorf("connecting to NATS_URL %s: %w", redactURLs(natsURL), err))
 	}
 	return nc, closed, nil
 }
@@ -215,6 +215,16 @@ func redactSecret(msg, rawURL string) string {
 		return strings.ReplaceAll(msg, pw, "xxxxx")
 	}
 	return msg
+}
+
+// redactURLs hides the passwords in NATS_URL, which may list several
+// servers separated by commas.
+func redactURLs(raw string) string {
+	parts := strings.Split(raw, ",")
+	for i, p := range parts {
+		parts[i] = redactURL(strings.TrimSpace(p))
+	}
+	return strings.Join(parts, ",")
 }
 
 // redactURL hides a password in a URL, so it never reaches a log or error.

@@ -184,3 +184,19 @@ func runUntilReady(t *testing.T) string {
 	}
 	return all.String()
 }
+
+func TestRedactURLs(t *testing.T) {
+	tests := []struct{ name, in, want string }{
+		{name: "one URL", in: "nats://u:secret@h1:4222", want: "nats://u:xxxxx@h1:4222"},
+		{name: "every URL of a list", in: "nats://u:secret@h1:4222, nats://u:secret@h2:4222",
+			want: "nats://u:xxxxx@h1:4222,nats://u:xxxxx@h2:4222"},
+		{name: "no password", in: "nats://h1:4222", want: "nats://h1:4222"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := redactURLs(tt.in); got != tt.want {
+				t.Fatalf("redactURLs(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,281 @@
+package scale
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// clusterName is the name every node of a test cluster shares.
+const clusterName = "jetfn-test"
+
+// nodeReadyTimeout bounds how long one node may take to accept clients.
+const nodeReadyTimeout = 10 * time.Second
+
+// Cluster is an in-process nats-server cluster: every node has JetStream,
+// its own store directory, a client port and a route port on loopback, and
+// routes to every other node. A node can be stopped and started again on the
+// same ports and store directory, so it rejoins with its data.
+type Cluster struct {
+	t     testing.TB
+	nodes []*Node
+}
+
+// Node is one server of a Cluster. Srv is nil while the node is stopped.
+type Node struct {
+	Name        string
+	storeDir    string
+	clientPort  int
+	clusterPort int
+	routes      []string
+	Srv         *server.Server
+}
+
+// StartCluster starts n nodes, waits until JetStream has a meta leader and
+// every node is current, and stops them all when the test ends.
+func StartCluster(t testing.TB, n int) *Cluster {
+	t.Helper()
+	ports := freePorts(t, 2*n)
+	c := &Cluster{t: t}
+	var routes []string
+	for i := range n {
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", ports[n+i]))
+	}
+	for i := range n {
+		c.nodes = append(c.nodes, &Node{
+			Name:     fmt.Sprintf("n%d", i+1),
+			storeDir: filepath.Join(t.TempDir(), "js"),
+			// Clients on the first n ports, routes on the next n.
+			clientPort: ports[i], clusterPort: ports[n+i], routes: routes,
+		})
+	}
+	t.Cleanup(func() {
+		for _, nd := range c.nodes {
+			c.Stop(nd.Name)
+		}
+	})
+	for _, nd := range c.nodes {
+		if err := nd.start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.WaitJetStream(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// freePorts reserves n distinct loopback ports. They are released before
+// the servers bind them, so another process could take one in between; the
+// window is short and the failure loud.
+func freePorts(t testing.TB, n int) []int {
+	t.Helper()
+	var ports []int
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			_ = l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports
+}
+
+// options are built fresh for every start: NewServer keeps and changes the
+// struct it is given.
+func (nd *Node) options() *server.Options {
+	return &server.Options{
+		ServerName: nd.Name,
+		Host:       "127.0.0.1",
+		Port:       nd.clientPort,
+		JetStream:  true,
+		StoreDir:   nd.storeDir,
+		Cluster:    server.ClusterOpts{Name: clusterName, Host: "127.0.0.1", Port: nd.clusterPort},
+		Routes:     server.RoutesFromStr(strings.Join(nd.routes, ",")),
+		NoSigs:     true,
+		NoLog:      true,
+	}
+}
+
+func (nd *Node) start() error {
+	ns, err := server.NewServer(nd.options())
+	if err != nil {
+		return fmt.Errorf("starting %s: %w", nd.Name, err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(nodeReadyTimeout) {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+		return fmt.Errorf("starting %s: not ready after %s", nd.Name, nodeReadyTimeout)
+	}
+	nd.Srv = ns
+	return nil
+}
+
+// URL is the node's client URL.
+func (nd *Node) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", nd.clientPort) }
+
+// URLs is every node's client URL, comma-separated, as NATS_URL takes them.
+func (c *Cluster) URLs() string {
+	urls := make([]string, len(c.nodes))
+	for i, nd := range c.nodes {
+		urls[i] = nd.URL()
+	}
+	return strings.Join(urls, ",")
+}
+
+// Node returns the node called name, or fails the test.
+func (c *Cluster) Node(name string) *Node {
+	for _, nd := range c.nodes {
+		if nd.Name == name {
+			return nd
+		}
+	}
+	c.t.Fatalf("no node %q in the cluster", name)
+	return nil
+}
+
+// Stop shuts the node down and waits until it has. Shutdown first steps down
+// the Raft groups the node leads (server.Shutdown, stepdownRaftNodes), so
+// this is a clean stop, not a power cut: the other nodes need no election
+// timeout to notice. Stopping a stopped node does nothing.
+func (c *Cluster) Stop(name string) {
+	nd := c.Node(name)
+	if nd.Srv == nil {
+		return
+	}
+	nd.Srv.Shutdown()
+	nd.Srv.WaitForShutdown()
+	nd.Srv = nil
+}
+
+// Restart starts a stopped node again on its ports and store directory.
+func (c *Cluster) Restart(name string) error {
+	nd := c.Node(name)
+	if nd.Srv != nil {
+		return fmt.Errorf("restarting %s: it is running", name)
+	}
+	return nd.start()
+}
+
+// WaitJetStream waits until one running node is the JetStream meta leader
+// and every running node is current with it, so an R3 asset can be placed.
+func (c *Cluster) WaitJetStream(ctx context.Context) error {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for !c.jetStreamReady() {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the JetStream meta leader: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) jetStreamReady() bool {
+	leaders := 0
+	for _, nd := range c.nodes {
+		if nd.Srv == nil {
+			continue
+		}
+		if !nd.Srv.JetStreamIsCurrent() {
+			return false
+		}
+		if nd.Srv.JetStreamIsLeader() {
+			leaders++
+		}
+	}
+	return leaders == 1
+}
+
+// WaitCurrent waits until the stream and the consumer have a leader and
+// every replica is current, so the next stop finds a full quorum again.
+func WaitCurrent(ctx context.Context, js jetstream.JetStream, stream, consumer string) error {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if sl, cl, err := Leaders(ctx, js, stream, consumer); err == nil && sl != "" && cl != "" &&
+			replicasCurrent(ctx, js, stream, consumer) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for every replica of %s/%s to be current: %w", stream, consumer, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// Leaders names the servers that lead the stream and the consumer.
+func Leaders(ctx context.Context, js jetstream.JetStream, stream, consumer string) (string, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return "", "", err
+	}
+	c, err := js.Consumer(ctx, stream, consumer)
+	if err != nil {
+		return "", "", err
+	}
+	si, ci := s.CachedInfo(), c.CachedInfo()
+	if si.Cluster == nil || ci.Cluster == nil {
+		return "", "", fmt.Errorf("%s/%s: no cluster info", stream, consumer)
+	}
+	return si.Cluster.Leader, ci.Cluster.Leader, nil
+}
+
+func replicasCurrent(ctx context.Context, js jetstream.JetStream, stream, consumer string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return false
+	}
+	c, err := js.Consumer(ctx, stream, consumer)
+	if err != nil {
+		return false
+	}
+	for _, cl := range []*jetstream.ClusterInfo{s.CachedInfo().Cluster, c.CachedInfo().Cluster} {
+		if cl == nil || len(cl.Replicas) == 0 {
+			return false
+		}
+		for _, p := range cl.Replicas {
+			if !p.Current || p.Offline {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// ConnectCluster connects to every node's URL with unlimited reconnects, as
+// `jetfn run` does, and closes the connection when the test ends.
+func (c *Cluster) ConnectCluster(t testing.TB, name string) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(c.URLs(), nats.Name(name), nats.MaxReconnects(-1),
+		nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
