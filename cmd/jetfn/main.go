@@ -28,6 +28,8 @@ func commands() []command {
 		{"dev", "run embedded NATS and MongoDB-compatible servers plus the runtime, for local work", cmdDev},
 		{"check", "validate a manifest against this binary's functions", cmdCheck},
 		{"permissions", "print the NATS permissions a runtime instance needs for a manifest", cmdPermissions},
+		{"deploy", "show a manifest's plan and store it as a deployment's new revision (--yes)", cmdDeploy},
+		{"rollback", "restore a deployment's previous revision", cmdRollback},
 		{"status", "show every running function instance: counters, pending, last error (--watch, --json)", cmdStatus},
 		{"dlq", "list, show and replay dead letters: `dlq ls`, `dlq show SEQ`, `dlq replay SEQ|--function F|--all`", cmdDLQ},
 		{"simulate", "play a publisher against a stack: `simulate call` or `simulate recording`", cmdSimulate},

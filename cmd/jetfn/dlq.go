@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetfn/jetfn/ops/dlq"
+	"github.com/jetfn/jetfn/runtime"
+)
+
+// defaultDLQManifest is where `jetfn dlq` looks for the dead-letter stream
+// when neither --manifest nor JETFN_MANIFEST names a manifest.
+const defaultDLQManifest = "manifests/local.yaml"
+
+const dlqUsage = "Usage: jetfn dlq ls [--function F] [--json]\n" +
+	"       jetfn dlq show SEQ [--json]\n" +
+	"       jetfn dlq replay SEQ|--function F|--all [--dry-run] [--force]"
+
+// cmdDLQ lists, shows and replays dead letters.
+func cmdDLQ(ctx context.Context, args []string, out, errOut io.Writer) error {
+	sub := map[string]func(context.Context, []string, io.Writer, io.Writer) error{
+		"ls": dlqList, "show": dlqShow, "replay": dlqReplay,
+	}
+	if len(args) == 0 || sub[args[0]] == nil {
+		fmt.Fprintln(errOut, dlqUsage)
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+			return nil
+		}
+		return usageError(errors.New("dlq needs `ls`, `show` or `replay`"))
+	}
+	return sub[args[0]](ctx, args[1:], out, errOut)
+}
+
+func dlqList(ctx context.Context, args []string, out, errOut io.Writer) error {
+	fs := newFlags("dlq ls", "dlq ls [--function F] [--json] [--manifest FILE]", errOut)
+	function := fs.String("function", "", "only this function's dead letters")
+	asJSON := fs.Bool("json", false, "print JSON")
+	manifest := manifestFlag(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	return withDLQ(ctx, *manifest, errOut, func(store *dlq.Store) error {
+		letters, err := store.List(ctx, *function)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return dlq.WriteJSON(out, nonNil(letters))
+		}
+		return dlq.WriteList(out, letters, time.Now())
+	})
+}
+
+func dlqShow(ctx context.Context, args []string, out, errOut io.Writer) error {
+	fs := newFlags("dlq show", "dlq show SEQ [--json] [--manifest FILE]", errOut)
+	asJSON := fs.Bool("json", false, "print JSON (the payload base64-encoded)")
+	manifest := manifestFlag(fs)
+	seqs, err := parseWithArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(seqs) != 1 {
+		return usageError(errors.New("dlq show needs one SEQ"))
+	}
+	return withDLQ(ctx, *manifest, errOut, func(store *dlq.Store) error {
+		l, err := store.Get(ctx, seqs[0])
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return dlq.WriteJSON(out, l)
+		}
+		return dlq.WriteLetter(out, l)
+	})
+}
+
+func dlqReplay(ctx context.Context, args []string, out, errOut io.Writer) error {
+	fs := newFlags("dlq replay", "dlq replay SEQ|--function F|--all [--dry-run] [--force] [--manifest FILE]", errOut)
+	function := fs.String("function", "", "replay every dead letter of this function")
+	all := fs.Bool("all", false, "replay every dead letter")
+	var opts dlq.ReplayOptions
+	fs.BoolVar(&opts.DryRun, "dry-run", false, "print what would be replayed and change nothing")
+	fs.BoolVar(&opts.Force, "force", false, "replay a dead letter again that was already replayed")
+	manifest := manifestFlag(fs)
+	seqs, err := parseWithArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	chosen := 0
+	for _, set := range []bool{len(seqs) > 0, *function != "", *all} {
+		if set {
+			chosen++
+		}
+	}
+	if chosen != 1 || len(seqs) > 1 {
+		return usageError(errors.New("dlq replay needs exactly one of SEQ, --function F or --all"))
+	}
+	return withDLQ(ctx, *manifest, errOut, func(store *dlq.Store) error {
+		if len(seqs) == 1 {
+			r, err := store.Replay(ctx, seqs[0], opts)
+			if err != nil {
+				return err
+			}
+			dlq.WriteReplay(out, r, nil)
+			return nil
+		}
+		failed, err := store.ReplayAll(ctx, *function, opts, func(r dlq.Replay, err error) { dlq.WriteReplay(out, r, err) })
+		if err != nil {
+			return err
+		}
+		if failed > 0 {
+			return fmt.Errorf("%d dead letters not replayed", failed)
+		}
+		return nil
+	})
+}
+
+func manifestFlag(fs *flag.FlagSet) *string {
+	return fs.String("manifest", "", "manifest naming the dead-letter stream (default $JETFN_MANIFEST, else "+defaultDLQManifest+" if present, else DEADLETTER)")
+}
+
+// withDLQ connects and opens the dead-letter stream the manifest names.
+func withDLQ(ctx context.Context, manifest string, errOut io.Writer, fn func(*dlq.Store) error) error {
+	spec, err := deadLetterSpec(manifest)
+	if err != nil {
+		return err
+	}
+	nc, err := connectOps(errOut)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	store, err := dlq.Open(ctx, js, spec)
+	if err != nil {
+		return err
+	}
+	return fn(store)
+}
+
+// deadLetterSpec reads the dead-letter settings from --manifest, else
+// JETFN_MANIFEST, else the local manifest if it exists, else the defaults.
+func deadLetterSpec(path string) (runtime.DeadLetterSpec, error) {
+	defaults := runtime.DeadLetterSpec{Stream: runtime.DefaultDeadLetter, SubjectPrefix: runtime.DefaultDeadPrefix}
+	cfg, err := loadConfig()
+	if err != nil {
+		return defaults, err
+	}
+	if path == "" {
+		path = cfg.Manifest
+	}
+	if path == "" {
+		if _, err := os.Stat(defaultDLQManifest); errors.Is(err, os.ErrNotExist) {
+			return defaults, nil
+		}
+		path = defaultDLQManifest
+	}
+	m, err := runtime.LoadManifest(path)
+	if err != nil {
+		return defaults, usageError(err)
+	}
+	return m.DeadLetter, nil
+}
+
+// parseWithArgs parses flags that may come before or after the positional
+// sequence numbers (`replay 5 --dry-run`), which flag.Parse alone stops at.
+func parseWithArgs(fs *flag.FlagSet, args []string) ([]uint64, error) {
+	var seqs []uint64
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, usageError(err)
+		}
+		if fs.NArg() == 0 {
+			return seqs, nil
+		}
+		seq, err := strconv.ParseUint(fs.Arg(0), 10, 64)
+		if err != nil || seq == 0 {
+			return nil, usageError(fmt.Errorf("%q is not a dead-letter sequence number", fs.Arg(0)))
+		}
+		seqs = append(seqs, seq)
+		args = fs.Args()[1:]
+	}
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

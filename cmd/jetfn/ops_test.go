@@ -1,0 +1,128 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/jetfn/jetfn/internal/runtest"
+	"github.com/jetfn/jetfn/ops/dlq"
+	"github.com/jetfn/jetfn/ops/status"
+	"github.com/jetfn/jetfn/runtime"
+	"github.com/jetfn/jetfn/runtime/runtimetest"
+)
+
+// opsEnv is a running greeter for the status and dlq commands, with
+// NATS_URL set for them.
+func opsEnv(t *testing.T) (*nats.Conn, *runtime.Runtime) {
+	t.Helper()
+	ns := runtimetest.StartNATS(t)
+	t.Setenv("NATS_URL", ns.ClientURL())
+	t.Setenv("JETFN_MANIFEST", "")
+	nc := runtimetest.Connect(t, ns.ClientURL())
+	return nc, runtest.Start(t, nc, runtest.Manifest)
+}
+
+func TestStatusCommand(t *testing.T) {
+	nc, rt := opsEnv(t)
+	runtest.Publish(t, nc, "test.in", `{"name":"a"}`, "")
+	runtimetest.Eventually(t, 10*time.Second, "one settled", func() bool { return runtest.Settled(rt, "greeter", 1) })
+
+	var out bytes.Buffer
+	if code := realMain(context.Background(), []string{"status", "--json", "--wait", "200ms"}, &out, &out); code != 0 {
+		t.Fatalf("status --json: exit %d: %s", code, out.String())
+	}
+	var instances []status.Instance
+	if err := json.Unmarshal(out.Bytes(), &instances); err != nil || len(instances) != 1 ||
+		instances[0].Function != "greeter" || instances[0].Stats.Acked != 1 {
+		t.Fatalf("status --json = %s (%v), want one greeter with 1 acked", out.String(), err)
+	}
+
+	// --watch redraws until Ctrl-C: cancel once the second table is out.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := &watchWriter{cancelAfter: 2, cancel: cancel}
+	if code := realMain(ctx, []string{"status", "--watch", "--interval", "10ms", "--wait", "50ms"}, w, w); code != 0 {
+		t.Fatalf("status --watch: exit %d: %s", code, w.String())
+	}
+	if !strings.Contains(w.String(), "greeter") {
+		t.Errorf("status --watch printed:\n%s", w.String())
+	}
+}
+
+// watchWriter cancels once it has seen cancelAfter table headers.
+type watchWriter struct {
+	mu          sync.Mutex
+	buf         bytes.Buffer
+	cancelAfter int
+	cancel      context.CancelFunc
+}
+
+func (w *watchWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n, err := w.buf.Write(p)
+	if strings.Count(w.buf.String(), "FUNCTION") >= w.cancelAfter {
+		w.cancel()
+	}
+	return n, err
+}
+
+func (w *watchWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+func TestDLQCommand(t *testing.T) {
+	nc, rt := opsEnv(t)
+	manifest := filepath.Join(t.TempDir(), "m.yaml")
+	if err := os.WriteFile(manifest, []byte(runtest.Manifest), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runtest.Publish(t, nc, "test.in", `{"name":"poison"}`, "greet-7")
+	runtimetest.Eventually(t, 10*time.Second, "a dead letter", func() bool { return runtest.Settled(rt, "greeter", 1) })
+
+	steps := []struct {
+		name     string
+		args     []string
+		wantCode int
+		wantOut  string
+	}{
+		{name: "ls", args: []string{"dlq", "ls"}, wantOut: "poisoned greeting"},
+		{name: "ls of another function", args: []string{"dlq", "ls", "--function", "nobody"}, wantOut: "no dead letters"},
+		{name: "show", args: []string{"dlq", "show", "1", "--manifest", manifest}, wantOut: `{"name":"poison"}`},
+		{name: "show a missing one", args: []string{"dlq", "show", "9"}, wantCode: 1, wantOut: "no such dead letter"},
+		{name: "replay needs one target", args: []string{"dlq", "replay", "1", "--all"}, wantCode: 2, wantOut: "exactly one of"},
+		{name: "dry run", args: []string{"dlq", "replay", "1", "--dry-run"}, wantOut: "1: would replay to test.in (stream TEST) as greet-7:replay:1"},
+		{name: "replay", args: []string{"dlq", "replay", "--manifest", manifest, "1"}, wantOut: "1: replayed to test.in as greet-7:replay:1"},
+		{name: "replay again", args: []string{"dlq", "replay", "1"}, wantCode: 1, wantOut: "already replayed as greet-7:replay:1"},
+		{name: "no subcommand", args: []string{"dlq"}, wantCode: 2, wantOut: "Usage: jetfn dlq"},
+	}
+	for _, st := range steps {
+		var out bytes.Buffer
+		code := realMain(context.Background(), st.args, &out, &out)
+		if code != st.wantCode || !strings.Contains(out.String(), st.wantOut) {
+			t.Fatalf("%s: exit %d, output:\n%s\nwant exit %d and %q", st.name, code, out.String(), st.wantCode, st.wantOut)
+		}
+	}
+
+	// The greeter refuses the replay too: a second dead letter, listed as JSON.
+	runtimetest.Eventually(t, 10*time.Second, "the replay dead-lettered", func() bool { return runtest.Settled(rt, "greeter", 2) })
+	var out bytes.Buffer
+	if code := realMain(context.Background(), []string{"dlq", "ls", "--json"}, &out, &out); code != 0 {
+		t.Fatalf("dlq ls --json: exit %d: %s", code, out.String())
+	}
+	var letters []dlq.Letter
+	if err := json.Unmarshal(out.Bytes(), &letters); err != nil || len(letters) != 1 || letters[0].OriginalMsgID != "greet-7:replay:1" {
+		t.Fatalf("dlq ls --json = %s (%v), want the replay's dead letter", out.String(), err)
+	}
+}

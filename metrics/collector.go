@@ -1,0 +1,65 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jetfn/jetfn/runtime"
+)
+
+var (
+	descHandled = prometheus.NewDesc("jetfn_handled_total",
+		"Messages whose handler ran to a result, per delivery.", []string{"function"}, nil)
+	descOutcomes = prometheus.NewDesc("jetfn_outcomes_total",
+		"What jetfn told JetStream after a handler result: acked, naked, termed, dead_lettered. A dead-lettered message is also termed.",
+		[]string{"function", "outcome"}, nil)
+	descRedeliveries = prometheus.NewDesc("jetfn_redeliveries_total",
+		"Deliveries that were not a message's first.", []string{"function"}, nil)
+	descHeartbeats = prometheus.NewDesc("jetfn_heartbeats_total",
+		"InProgress sent for messages whose handler was running.", []string{"function"}, nil)
+	descBufferBeats = prometheus.NewDesc("jetfn_buffer_heartbeats_total",
+		"InProgress sent for pulled messages still waiting for a worker.", []string{"function"}, nil)
+	descInFlight = prometheus.NewDesc("jetfn_in_flight",
+		"Handlers running now.", []string{"function"}, nil)
+	descPending = prometheus.NewDesc("jetfn_consumer_pending",
+		"Messages on the stream the function's consumer has not delivered yet.", []string{"function"}, nil)
+	descAckPending = prometheus.NewDesc("jetfn_consumer_ack_pending",
+		"Messages delivered to the consumer (any instance) and not yet acknowledged.", []string{"function"}, nil)
+)
+
+// statsCollector turns a runtime.Stats snapshot into metrics at scrape time,
+// so the counters have one home: the runtime.
+type statsCollector struct{ src StatsSource }
+
+var _ prometheus.Collector = statsCollector{}
+
+func (statsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descHandled, descOutcomes, descRedeliveries, descHeartbeats,
+		descBufferBeats, descInFlight, descPending, descAckPending} {
+		ch <- d
+	}
+}
+
+func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, s := range c.src.Stats() {
+		counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), append([]string{s.Function}, labels...)...)
+		}
+		gauge := func(d *prometheus.Desc, v float64) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, s.Function)
+		}
+		counter(descHandled, s.Handled)
+		for outcome, v := range outcomes(s) {
+			counter(descOutcomes, v, outcome)
+		}
+		counter(descRedeliveries, s.Redeliveries)
+		counter(descHeartbeats, s.Heartbeats)
+		counter(descBufferBeats, s.BufferBeats)
+		gauge(descInFlight, float64(s.InFlight))
+		gauge(descPending, float64(s.NumPending))
+		gauge(descAckPending, float64(s.NumAckPending))
+	}
+}
+
+func outcomes(s runtime.Stats) map[string]uint64 {
+	return map[string]uint64{"acked": s.Acked, "naked": s.Naked, "termed": s.Termed, "dead_lettered": s.DeadLettered}
+}

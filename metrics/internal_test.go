@@ -1,0 +1,66 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
+
+	"github.com/jetfn/jetfn/runtime"
+)
+
+type fakeRuntime struct{ ready chan struct{} }
+
+func (f fakeRuntime) Stats() []runtime.Stats { return nil }
+func (f fakeRuntime) Ready() <-chan struct{} { return f.ready }
+
+type fakeConn bool
+
+func (c fakeConn) IsConnected() bool { return bool(c) }
+
+type fakeMongo struct{ err error }
+
+func (m fakeMongo) Ping(context.Context, *readpref.ReadPref) error { return m.err }
+
+// TestReadyz is the check logic alone; TestServe runs it against real
+// servers.
+func TestReadyz(t *testing.T) {
+	bound := make(chan struct{})
+	close(bound)
+	tests := []struct {
+		name     string
+		ready    chan struct{}
+		probes   Probes
+		wantCode int
+		wantBody []string
+	}{
+		{name: "all well", ready: bound, probes: Probes{NATS: fakeConn(true), Mongo: fakeMongo{}},
+			wantCode: 200, wantBody: []string{"ok   functions", "ok   nats", "ok   mongo"}},
+		{name: "without a database", ready: bound, probes: Probes{NATS: fakeConn(true)}, wantCode: 200},
+		{name: "not bound", ready: make(chan struct{}), probes: Probes{NATS: fakeConn(true)},
+			wantCode: 503, wantBody: []string{"fail functions"}},
+		{name: "disconnected", ready: bound, probes: Probes{NATS: fakeConn(false)},
+			wantCode: 503, wantBody: []string{"fail nats: not connected"}},
+		{name: "mongo down", ready: bound, probes: Probes{NATS: fakeConn(true), Mongo: fakeMongo{errors.New("no server")}},
+			wantCode: 503, wantBody: []string{"fail mongo: no server"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.probes.PingTimeout = DefaultPingTimeout
+			rec := httptest.NewRecorder()
+			readyHandler(fakeRuntime{ready: tt.ready}, tt.probes)(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+			if rec.Code != tt.wantCode {
+				t.Errorf("code %d, want %d; body:\n%s", rec.Code, tt.wantCode, rec.Body)
+			}
+			for _, want := range tt.wantBody {
+				if !strings.Contains(rec.Body.String(), want) {
+					t.Errorf("body lacks %q:\n%s", want, rec.Body)
+				}
+			}
+		})
+	}
+}

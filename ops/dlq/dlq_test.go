@@ -1,0 +1,216 @@
+package dlq_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetfn/jetfn/internal/runtest"
+	"github.com/jetfn/jetfn/ops/dlq"
+	"github.com/jetfn/jetfn/runtime"
+	"github.com/jetfn/jetfn/runtime/runtimetest"
+)
+
+var deadLetters = runtime.DeadLetterSpec{Stream: "DEADLETTER", SubjectPrefix: "deadletter"}
+
+// env is a running greeter whose poison and malformed messages are dead
+// letters 1 and 2.
+type env struct {
+	t     *testing.T
+	js    jetstream.JetStream
+	rt    *runtime.Runtime
+	store *dlq.Store
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	ns := runtimetest.StartNATS(t)
+	nc := runtimetest.Connect(t, ns.ClientURL())
+	rt := runtest.Start(t, nc, runtest.Manifest)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, js: js, rt: rt}
+	e.publish(`{"name":"poison"}`, nats.Header{"Nats-Msg-Id": {"greet-7"}, "X-Trace": {"abc"}})
+	e.waitDeadLettered(1) // one at a time: the two workers would race for the order
+	e.publish(`not json`, nil)
+	e.waitDeadLettered(2)
+	e.publish(`{"name":"ok"}`, nil)
+	runtimetest.Eventually(t, 10*time.Second, "three settled", func() bool { return runtest.Settled(rt, "greeter", 3) })
+	e.store, err = dlq.Open(context.Background(), js, deadLetters)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func (e *env) publish(data string, h nats.Header) {
+	e.t.Helper()
+	if _, err := e.js.PublishMsg(context.Background(), &nats.Msg{Subject: "test.in", Data: []byte(data), Header: h}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) waitDeadLettered(n uint64) {
+	e.t.Helper()
+	runtimetest.Eventually(e.t, 10*time.Second, "dead letters", func() bool {
+		s := e.rt.Stats()[0]
+		return s.DeadLettered >= n && s.InFlight == 0 && s.NumAckPending == 0 && s.NumPending == 0
+	})
+}
+
+func TestListAndGet(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	tests := []struct {
+		name     string
+		function string
+		wantSeqs []uint64
+	}{
+		{name: "all", wantSeqs: []uint64{1, 2}},
+		{name: "one function", function: "greeter", wantSeqs: []uint64{1, 2}},
+		{name: "a function without dead letters", function: "nobody"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			letters, err := e.store.List(ctx, tt.function)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var seqs []uint64
+			for _, l := range letters {
+				seqs = append(seqs, l.Seq)
+			}
+			if !equal(seqs, tt.wantSeqs) {
+				t.Fatalf("List(%q) = %v, want %v", tt.function, seqs, tt.wantSeqs)
+			}
+		})
+	}
+	l, err := e.store.Get(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Function != "greeter" || l.OriginalSubject != "test.in" || l.OriginalStream != "TEST" || l.OriginalSeq != 1 ||
+		l.OriginalMsgID != "greet-7" || l.NumDelivered != 1 || !strings.Contains(l.Error, "poisoned greeting") ||
+		string(l.Data) != `{"name":"poison"}` || l.Header.Get("X-Trace") != "abc" {
+		t.Errorf("Get(1) = %+v", l)
+	}
+	if _, err := e.store.Get(ctx, 99); !errors.Is(err, dlq.ErrNotFound) {
+		t.Errorf("Get(99) = %v, want ErrNotFound", err)
+	}
+}
+
+// TestReplay replays the poison message: the original subject gets the
+// payload and headers under <id>:replay:1, the dead letter is gone, and a
+// second replay is refused. The greeter fails it again, and replaying that
+// dead letter counts on to replay:2.
+func TestReplay(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	r, err := e.store.Replay(ctx, 1, dlq.ReplayOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.MsgID != "greet-7:replay:1" || r.Attempt != 1 || r.Subject != "test.in" || r.Stream != "TEST" || r.StoredSeq != 4 || r.Duplicate {
+		t.Errorf("Replay = %+v, want greet-7:replay:1 stored as TEST 4", r)
+	}
+	test, err := e.js.Stream(ctx, "TEST")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := test.GetMsg(ctx, r.StoredSeq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Subject != "test.in" || string(m.Data) != `{"name":"poison"}` || m.Header.Get("Nats-Msg-Id") != "greet-7:replay:1" ||
+		m.Header.Get("X-Trace") != "abc" || m.Header.Get(runtime.HeaderFunction) != "" || m.Header.Get(runtime.HeaderError) != "" {
+		t.Errorf("replayed message %s %q %v, want the original payload and headers under the new ID", m.Subject, m.Data, m.Header)
+	}
+	if _, err := e.store.Get(ctx, 1); !errors.Is(err, dlq.ErrNotFound) {
+		t.Errorf("dead letter 1 after its replay: %v, want it deleted", err)
+	}
+	for _, force := range []bool{false, true} {
+		if _, err := e.store.Replay(ctx, 1, dlq.ReplayOptions{Force: force}); !errors.Is(err, dlq.ErrAlreadyReplayed) {
+			t.Errorf("second replay (force %v) = %v, want ErrAlreadyReplayed", force, err)
+		}
+	}
+
+	e.waitDeadLettered(3) // the greeter refuses the poison again
+	letters, err := e.store.List(ctx, "greeter")
+	if err != nil || len(letters) != 2 || letters[1].OriginalMsgID != "greet-7:replay:1" {
+		t.Fatalf("dead letters after the replay failed again: %+v, %v", letters, err)
+	}
+	r, err = e.store.Replay(ctx, letters[1].Seq, dlq.ReplayOptions{})
+	if err != nil || r.MsgID != "greet-7:replay:2" || r.Attempt != 2 {
+		t.Errorf("replaying the replay's dead letter = %+v, %v; want greet-7:replay:2", r, err)
+	}
+}
+
+// TestReplayWithoutMsgID: the original had no Nats-Msg-Id, so the replay's
+// ID is built on <stream>:<sequence>.
+func TestReplayWithoutMsgID(t *testing.T) {
+	e := newEnv(t)
+	r, err := e.store.Replay(context.Background(), 2, dlq.ReplayOptions{})
+	if err != nil || r.MsgID != "TEST:2:replay:1" {
+		t.Fatalf("Replay = %+v, %v; want TEST:2:replay:1", r, err)
+	}
+}
+
+// TestDryRun changes nothing: the dead letter stays, the original stream
+// gets nothing, no replay bucket is created.
+func TestDryRun(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	r, err := e.store.Replay(ctx, 1, dlq.ReplayOptions{DryRun: true})
+	if err != nil || !r.DryRun || r.MsgID != "greet-7:replay:1" || r.StoredSeq != 0 {
+		t.Fatalf("dry run = %+v, %v", r, err)
+	}
+	var n int
+	_, err = e.store.ReplayAll(ctx, "", dlq.ReplayOptions{DryRun: true}, func(dlq.Replay, error) { n++ })
+	if err != nil || n != 2 {
+		t.Fatalf("dry run of all = %v after %d reports, want 2", err, n)
+	}
+	if _, err := e.store.Get(ctx, 1); err != nil {
+		t.Errorf("dead letter after a dry run: %v", err)
+	}
+	test, _ := e.js.Stream(ctx, "TEST")
+	if info, err := test.Info(ctx); err != nil || info.State.LastSeq != 3 {
+		t.Errorf("TEST after a dry run: %+v, %v; want nothing past sequence 3", info.State, err)
+	}
+	if _, err := e.js.KeyValue(ctx, dlq.Bucket); !errors.Is(err, jetstream.ErrBucketNotFound) {
+		t.Errorf("replay bucket after a dry run: %v, want none", err)
+	}
+}
+
+func TestReplayAll(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	var got []string
+	failed, err := e.store.ReplayAll(ctx, "greeter", dlq.ReplayOptions{}, func(r dlq.Replay, err error) {
+		if err != nil {
+			t.Errorf("replaying %d: %v", r.Seq, err)
+		}
+		got = append(got, r.MsgID)
+	})
+	if err != nil || failed != 0 || !equal(got, []string{"greet-7:replay:1", "TEST:2:replay:1"}) {
+		t.Fatalf("ReplayAll = %d failed, %v, ids %v", failed, err, got)
+	}
+}
+
+func equal[T comparable](a, b []T) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,65 @@
+package status
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// maxErrorWidth keeps a long last error from pushing the table off screen;
+// --json has it whole.
+const maxErrorWidth = 60
+
+// WriteTable prints one row per instance, with uptimes measured at now.
+func WriteTable(w io.Writer, instances []Instance, now time.Time) error {
+	if len(instances) == 0 {
+		_, err := fmt.Fprintln(w, "no jetfn function instances answered")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "FUNCTION\tVERSION\tINSTANCE\tHANDLED\tACKED\tNAKED\tDEAD\tIN FLIGHT\tPENDING\tACK PENDING\tUPTIME\tLAST ERROR")
+	for _, i := range instances {
+		s := i.Stats
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n",
+			i.Function, i.Version, i.ID, s.Handled, s.Acked, s.Naked, s.DeadLettered, s.InFlight,
+			s.NumPending, s.NumAckPending, formatUptime(i.Uptime(now)), truncate(s.LastError, maxErrorWidth))
+	}
+	return tw.Flush()
+}
+
+// WriteJSON prints the instances as one JSON array on one line, so that
+// --watch --json is a stream of lines.
+func WriteJSON(w io.Writer, instances []Instance) error {
+	if instances == nil {
+		instances = []Instance{}
+	}
+	return json.NewEncoder(w).Encode(instances)
+}
+
+// formatUptime rounds to what a person reads at a glance: 42s, 5m3s, 3h12m,
+// 2d4h.
+func formatUptime(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "-"
+	case d < time.Hour:
+		return d.Round(time.Second).String()
+	case d < 24*time.Hour:
+		return strings.TrimSuffix(d.Round(time.Minute).String(), "0s")
+	}
+	days := d / (24 * time.Hour)
+	return fmt.Sprintf("%dd%dh", days, (d-days*24*time.Hour)/time.Hour)
+}
+
+func truncate(s string, n int) string {
+	if s == "" {
+		return "-"
+	}
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}

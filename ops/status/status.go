@@ -1,0 +1,113 @@
+package status
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/jetfn/jetfn/runtime"
+)
+
+// DefaultWindow is how long Collect waits for replies: instances answer in
+// well under a millisecond on a healthy cluster, and a status table is worth
+// half a second.
+const DefaultWindow = 500 * time.Millisecond
+
+// statsSubject asks every micro service on the account for its stats.
+const statsSubject = "$SRV.STATS"
+
+// statusEndpoint is the runtime's endpoint whose stats data is runtime.Stats.
+const statusEndpoint = "status"
+
+// Instance is one running function in one process.
+type Instance struct {
+	Function       string            `json:"function"`
+	Version        string            `json:"version"`
+	ID             string            `json:"id"`
+	Started        time.Time         `json:"started"`
+	ManifestDigest string            `json:"manifest_digest,omitempty"`
+	Metadata       map[string]string `json:"metadata,omitempty"`
+	Stats          runtime.Stats     `json:"stats"`
+}
+
+// Uptime is how long the instance has run at now.
+func (i Instance) Uptime(now time.Time) time.Duration {
+	if i.Started.IsZero() {
+		return 0
+	}
+	return now.Sub(i.Started)
+}
+
+// Collect asks every micro service for its stats and returns the jetfn
+// function instances that answered within window, sorted by function and
+// instance id.
+func Collect(ctx context.Context, nc *nats.Conn, window time.Duration) ([]Instance, error) {
+	replies := make(chan *nats.Msg, 256)
+	inbox := nc.NewRespInbox()
+	sub, err := nc.ChanSubscribe(inbox, replies)
+	if err != nil {
+		return nil, fmt.Errorf("subscribing to replies: %w", err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.PublishRequest(statsSubject, inbox, nil); err != nil {
+		return nil, fmt.Errorf("requesting %s: %w", statsSubject, err)
+	}
+	timer := time.NewTimer(window)
+	defer timer.Stop()
+	var out []Instance
+	for {
+		select {
+		case msg := <-replies:
+			if inst, ok := decode(msg.Data); ok {
+				out = append(out, inst)
+			}
+		case <-timer.C:
+			sortInstances(out)
+			return out, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// decode turns one $SRV.STATS reply into an Instance; ok is false for a
+// service that is not a jetfn function.
+func decode(data []byte) (Instance, bool) {
+	var st micro.Stats
+	if err := json.Unmarshal(data, &st); err != nil {
+		return Instance{}, false
+	}
+	inst := Instance{
+		Function: st.Name, Version: st.Version, ID: st.ID, Started: st.Started,
+		ManifestDigest: st.Metadata["manifest_digest"], Metadata: st.Metadata,
+	}
+	found := false
+	for _, ep := range st.Endpoints {
+		if ep == nil || ep.Name != statusEndpoint || len(ep.Data) == 0 {
+			continue
+		}
+		var s runtime.Stats
+		if json.Unmarshal(ep.Data, &s) == nil && s.Function != "" {
+			inst.Stats, found = s, true
+		}
+	}
+	if !found && inst.ManifestDigest == "" {
+		return Instance{}, false
+	}
+	if inst.Stats.Function == "" {
+		inst.Stats.Function = inst.Function
+	}
+	return inst, true
+}
+
+func sortInstances(in []Instance) {
+	slices.SortFunc(in, func(a, b Instance) int {
+		return cmp.Or(cmp.Compare(a.Function, b.Function), cmp.Compare(a.ID, b.ID))
+	})
+}
