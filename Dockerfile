@@ -9,7 +9,9 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/jetfn ./cmd/jetfn
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/jetfn /usr/local/bin/jetfn
 COPY manifests /etc/jetfn/manifests
-ENV JETFN_MANIFEST=/etc/jetfn/manifests/production.yaml
+ENV JETFN_MANIFEST=/etc/jetfn/manifests/production.yaml \
+    METRICS_ADDR=:9090
+EXPOSE 9090
 USER nonroot:nonroot
 ENTRYPOINT ["jetfn"]
 CMD ["run"]

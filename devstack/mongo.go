@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 
 	"github.com/FerretDB/FerretDB/ferretdb"
 )
@@ -18,6 +19,7 @@ type Mongo struct {
 	URI    string
 	cancel context.CancelFunc
 	done   chan error
+	stop   sync.Once
 }
 
 // StartMongo starts FerretDB listening on addr (host:port; port 0 picks a
@@ -51,10 +53,12 @@ func StartMongo(addr, dir string) (*Mongo, error) {
 	return m, nil
 }
 
-// Stop shuts the server down and waits for it.
+// Stop shuts the server down and waits for it; a second call does nothing.
 func (m *Mongo) Stop() {
-	m.cancel()
-	<-m.done
+	m.stop.Do(func() {
+		m.cancel()
+		<-m.done
+	})
 }
 
 func errOrStopped(err error) error {

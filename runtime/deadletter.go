@@ -45,6 +45,11 @@ func (d deadLetter) msgID() string {
 func (d deadLetter) natsMsg(subject string) *nats.Msg {
 	h := nats.Header{}
 	for k, v := range d.header {
+		// Expectations (Nats-Expected-Stream, -Last-Sequence, …) were for
+		// the original's stream; kept, DEADLETTER would refuse the copy.
+		if strings.HasPrefix(k, "Nats-Expected-") {
+			continue
+		}
 		h[k] = append([]string(nil), v...)
 	}
 	if id := h.Get(jetstream.MsgIDHeader); id != "" {

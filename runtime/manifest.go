@@ -81,7 +81,19 @@ type FunctionSpec struct {
 	// MaxOutage is how long all of the function's instances may be down at
 	// once (default 1h); it feeds the duplicate-window check.
 	MaxOutage time.Duration `yaml:"maxOutage"`
-	Config    Config        `yaml:"config"`
+	// Monitor sets the thresholds `nats server check consumer` reads from
+	// the consumer's io.nats.monitor.* metadata.
+	Monitor *MonitorSpec `yaml:"monitor"`
+	Config  Config       `yaml:"config"`
+}
+
+// MonitorSpec holds consumer health thresholds; zero leaves a check off.
+type MonitorSpec struct {
+	AckPendingCritical   int           `yaml:"ackPendingCritical"`
+	PendingCritical      int           `yaml:"pendingCritical"`
+	RedeliveryCritical   int           `yaml:"redeliveryCritical"`
+	LastAckCritical      time.Duration `yaml:"lastAckCritical"`
+	LastDeliveryCritical time.Duration `yaml:"lastDeliveryCritical"`
 }
 
 // OutputSpec is one subject (pattern) a function publishes to.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -90,7 +91,7 @@ func consumerConfig(f FunctionSpec) jetstream.ConsumerConfig {
 		AckWait:       f.AckWait,
 		MaxDeliver:    f.MaxDeliver,
 		MaxAckPending: f.MaxAckPending,
-		Metadata:      map[string]string{"jetfn.function": f.Name, "jetfn.version": f.Version},
+		Metadata:      consumerMetadata(f),
 	}
 	if subjects := f.FilterSubjects(); len(subjects) == 1 {
 		cfg.FilterSubject = subjects[0]
@@ -98,6 +99,35 @@ func consumerConfig(f FunctionSpec) jetstream.ConsumerConfig {
 		cfg.FilterSubjects = subjects
 	}
 	return cfg
+}
+
+// consumerMetadata names the function and carries its monitor thresholds
+// in the keys natscli's consumer check reads.
+func consumerMetadata(f FunctionSpec) map[string]string {
+	md := map[string]string{"jetfn.function": f.Name, "jetfn.version": f.Version}
+	m := f.Monitor
+	if m == nil {
+		return md
+	}
+	md["io.nats.monitor.enabled"] = "true"
+	for key, n := range map[string]int{
+		"io.nats.monitor.outstanding-ack-critical": m.AckPendingCritical,
+		"io.nats.monitor.unprocessed-critical":     m.PendingCritical,
+		"io.nats.monitor.redelivery-critical":      m.RedeliveryCritical,
+	} {
+		if n > 0 {
+			md[key] = strconv.Itoa(n)
+		}
+	}
+	for key, d := range map[string]time.Duration{
+		"io.nats.monitor.last-ack-critical":      m.LastAckCritical,
+		"io.nats.monitor.last-delivery-critical": m.LastDeliveryCritical,
+	} {
+		if d > 0 {
+			md[key] = d.String()
+		}
+	}
+	return md
 }
 
 // ensureConsumer creates or updates the function's durable consumer.

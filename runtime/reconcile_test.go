@@ -74,10 +74,20 @@ func TestStreamChangesTheServerRefuses(t *testing.T) {
 
 func TestConsumerMatchesManifest(t *testing.T) {
 	env := newEnv(t)
-	env.start(testManifest(t, "    ackWait: 6s\n    maxDeliver: 4\n    concurrency: 3\n    maxAckPending: 50\n"), &recorder{})
+	env.start(testManifest(t, "    ackWait: 6s\n    maxDeliver: 4\n    concurrency: 3\n    maxAckPending: 50\n"+
+		"    monitor: {ackPendingCritical: 40, lastAckCritical: 15m}\n"), &recorder{})
 	cfg := env.consumerInfo("TEST", "fn").Config
 	if cfg.AckWait != 6*time.Second || cfg.MaxDeliver != 4 || cfg.MaxAckPending != 50 ||
 		cfg.AckPolicy != jetstream.AckExplicitPolicy || cfg.FilterSubject != "test.in" || cfg.Durable != "fn" {
 		t.Fatalf("consumer config %+v does not match the manifest", cfg)
+	}
+	for k, want := range map[string]string{"io.nats.monitor.enabled": "true", "io.nats.monitor.outstanding-ack-critical": "40",
+		"io.nats.monitor.last-ack-critical": "15m0s", "jetfn.function": "fn"} {
+		if got := cfg.Metadata[k]; got != want {
+			t.Errorf("consumer metadata %s = %q, want %q", k, got, want)
+		}
+	}
+	if _, set := cfg.Metadata["io.nats.monitor.unprocessed-critical"]; set {
+		t.Error("a zero threshold was set")
 	}
 }

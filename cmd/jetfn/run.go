@@ -72,17 +72,8 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, onReady func()) er
 		return err
 	}
 	defer func() { _ = client.Disconnect(context.Background()) }()
-	opts := []runtime.Option{runtime.WithLogger(log),
-		runtime.WithMongo(client.Database(cfg.MongoDatabase)), runtime.WithDrainTimeout(cfg.DrainTimeout)}
-	if cfg.AllowShortWindow {
-		opts = append(opts, runtime.AllowShortWindow())
-	}
-	if cfg.NoProvision {
-		opts = append(opts, runtime.WithoutProvisioning())
-	}
-	mx := metrics.New() // metrics and health: the histogram before the runtime, the listener after
-	opts = append(opts, runtime.WithHandlerObserver(mx.ObserveHandler))
-	rt, err := runtime.New(nc, m, functions.All(), opts...)
+	mx := metrics.New() // the histogram before the runtime, the listener after
+	rt, err := runtime.New(nc, m, functions.All(), runtimeOptions(cfg, log, client, mx)...)
 	if err != nil {
 		if errors.Is(err, runtime.ErrInvalidManifest) || errors.Is(err, runtime.ErrShortWindow) {
 			return usageError(err)
@@ -99,24 +90,42 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, onReady func()) er
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	wg.Go(func() {
-		select {
-		case <-rt.Ready():
-			onReady()
-		case <-ctx.Done():
-			return
-		}
-		if cfg.Deployment == "" {
-			return
-		}
-		if err := deploy.Follow(ctx, js, cfg.Deployment, revision, rt, log); err != nil {
-			log.Error("following the deployment stopped; the current manifest keeps running", "err", err)
-		}
-	})
+	ctx, cancel := context.WithCancel(ctx) // ends the watcher below if Run fails early
+	defer cancel()
+	wg.Go(func() { whenReady(ctx, cfg, js, revision, rt, log, onReady) })
 	if err := rt.Run(ctx); err != nil {
 		return fmt.Errorf("running: %w", err)
 	}
 	return nil
+}
+
+func runtimeOptions(cfg Config, log *slog.Logger, client *mongo.Client, mx *metrics.Metrics) []runtime.Option {
+	opts := []runtime.Option{runtime.WithLogger(log), runtime.WithMongo(client.Database(cfg.MongoDatabase)),
+		runtime.WithDrainTimeout(cfg.DrainTimeout), runtime.WithHandlerObserver(mx.ObserveHandler)}
+	if cfg.AllowShortWindow {
+		opts = append(opts, runtime.AllowShortWindow())
+	}
+	if cfg.NoProvision {
+		opts = append(opts, runtime.WithoutProvisioning())
+	}
+	return opts
+}
+
+// whenReady calls onReady once every function is bound, then, with
+// --deployment, applies each new revision until ctx is done.
+func whenReady(ctx context.Context, cfg Config, js jetstream.JetStream, revision uint64, rt *runtime.Runtime, log *slog.Logger, onReady func()) {
+	select {
+	case <-rt.Ready():
+		onReady()
+	case <-ctx.Done():
+		return
+	}
+	if cfg.Deployment == "" {
+		return
+	}
+	if err := deploy.Follow(ctx, js, cfg.Deployment, revision, rt, log); err != nil {
+		log.Error("following the deployment stopped; the current manifest keeps running", "err", err)
+	}
 }
 
 // startManifest is the manifest to start with: the file, or the
