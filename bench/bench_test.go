@@ -30,6 +30,8 @@ func TestRunSmall(t *testing.T) {
 	cfg.Concurrencies = []int{1, 4}
 	cfg.Sizes = []int{128}
 	cfg.Messages = func(int) int { return 300 }
+	cfg.RateMessages = 300
+	cfg.SlowMessages, cfg.SlowHandler, cfg.SlowAckWait, cfg.SlowLimit = 20, 20*time.Millisecond, time.Second, 10*time.Second
 	cfg.Sessions = []int{2}
 	cfg.SessionsPerRep = func(int) int { return 6 }
 	cfg.SegmentsPerSession = 3
@@ -39,8 +41,8 @@ func TestRunSmall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(report.Rows) != 3 {
-		t.Fatalf("%d rows, want 3", len(report.Rows))
+	if len(report.Rows) != 7 { // noop ×2, budget ×2, rate, slow, e2e
+		t.Fatalf("%d rows, want 7", len(report.Rows))
 	}
 	for _, row := range report.Rows {
 		for _, s := range []Stats{row.Base, row.Jetfn} {
@@ -78,8 +80,11 @@ func checkOutputs(t *testing.T, report *Report, profiles string) {
 	if s := string(got); strings.Contains(s, "\nold\n") || !strings.Contains(s, "more prose") || !strings.Contains(s, "| e2e c=2 |") {
 		t.Errorf("doc section not replaced in place:\n%s", s)
 	}
-	if matches, _ := filepath.Glob(filepath.Join(profiles, "*.cpu.pprof")); len(matches) != 6 {
-		t.Errorf("%d CPU profiles, want one per child (6)", len(matches))
+	if matches, _ := filepath.Glob(filepath.Join(profiles, "*.cpu.pprof")); len(matches) != 14 {
+		t.Errorf("%d CPU profiles, want one per child (14)", len(matches))
+	}
+	if len(report.GoalRows()) != 6 {
+		t.Errorf("%d goal rows, want 6 (noop, budget, rate, slow)", len(report.GoalRows()))
 	}
 }
 
@@ -111,21 +116,22 @@ func TestPercentile(t *testing.T) {
 
 func TestAckedSequence(t *testing.T) {
 	tests := []struct {
-		name    string
-		subject string
-		want    uint64
-		wantOK  bool
+		name          string
+		subject       string
+		want          uint64
+		wantDelivered uint64
+		wantOK        bool
 	}{
-		{name: "v2", subject: "$JS.ACK._.ACCHASH.BENCH.noop.1.42.40.1700000000.3.RND", want: 42, wantOK: true},
-		{name: "v1", subject: "$JS.ACK.BENCH.noop.1.42.40.1700000000.3", want: 42, wantOK: true},
+		{name: "v2", subject: "$JS.ACK._.ACCHASH.BENCH.noop.1.42.40.1700000000.3.RND", want: 42, wantDelivered: 1, wantOK: true},
+		{name: "v1 redelivered", subject: "$JS.ACK.BENCH.noop.3.42.40.1700000000.3", want: 42, wantDelivered: 3, wantOK: true},
 		{name: "other consumer", subject: "$JS.ACK.BENCH.other.1.42.40.1700000000.3"},
 		{name: "short", subject: "$JS.ACK.BENCH"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := ackedSequence(tt.subject, noopWorkload)
-			if got != tt.want || ok != tt.wantOK {
-				t.Errorf("ackedSequence = %d, %v; want %d, %v", got, ok, tt.want, tt.wantOK)
+			got, delivered, ok := ackedSequence(tt.subject, noopWorkload)
+			if got != tt.want || delivered != tt.wantDelivered || ok != tt.wantOK {
+				t.Errorf("ackedSequence = %d, %d, %v; want %d, %d, %v", got, delivered, ok, tt.want, tt.wantDelivered, tt.wantOK)
 			}
 		})
 	}

@@ -25,10 +25,12 @@ const childEnv = "JETFN_BENCH_CHILD"
 
 // Variants: the baselines and jetfn, for each workload.
 const (
-	variantRaw      = "raw"       // no-op, hand-written Consume loop
-	variantJetfn    = "jetfn"     // no-op, the runtime
-	variantBare     = "bare"      // session, hand-written Consume loop
-	variantSessions = "jetfn-e2e" // session, the runtime with summarize-session
+	variantRaw      = "raw"          // no-op, hand-written Consume loop with its default 500 buffer
+	variantJetfn    = "jetfn"        // no-op, the runtime with its derived prefetch
+	variantRawBud   = "raw-budget"   // no-op, Consume with PullMaxMessages(concurrency+prefetch)
+	variantJetfnBud = "jetfn-budget" // no-op, the runtime with an explicit prefetch
+	variantBare     = "bare"         // session, hand-written Consume loop
+	variantSessions = "jetfn-e2e"    // session, the runtime with summarize-session
 )
 
 // childSpec is what a child runs.
@@ -39,6 +41,12 @@ type childSpec struct {
 	Database    string        `json:"database,omitempty"`
 	Concurrency int           `json:"concurrency"`
 	Quiet       time.Duration `json:"quiet,omitempty"`
+	// Prefetch is the budget variants' prefetch allowance.
+	Prefetch int `json:"prefetch,omitempty"`
+	// Sleep, when set, makes the no-op handler sleep (the slow workload),
+	// and AckWait is then its consumer's ack wait.
+	Sleep   time.Duration `json:"sleep,omitempty"`
+	AckWait time.Duration `json:"ack_wait,omitempty"`
 	// Profile, when set, is the path prefix of the child's profiles.
 	Profile string `json:"profile,omitempty"`
 }
@@ -108,15 +116,35 @@ func runChild(spec childSpec, in io.Reader, out io.Writer) error {
 func startVariant(ctx context.Context, spec childSpec, nc *nats.Conn) (func() error, error) {
 	switch spec.Variant {
 	case variantRaw:
-		return startRaw(ctx, nc, noopWorkload, spec.Concurrency, noopWork)
+		return startRaw(ctx, nc, spec.workload(), spec.Concurrency, spec.work())
+	case variantRawBud:
+		return startRaw(ctx, nc, spec.workload(), spec.Concurrency, spec.work(), budgetOpts(spec)...)
 	case variantJetfn:
-		return startNoopRuntime(ctx, nc, spec.Concurrency)
+		return startNoopRuntime(ctx, nc, spec, nil)
+	case variantJetfnBud:
+		return startNoopRuntime(ctx, nc, spec, &spec.Prefetch)
 	case variantBare:
 		return startBare(ctx, nc, spec)
 	case variantSessions:
 		return startSessionRuntime(ctx, nc, spec)
 	}
 	return nil, fmt.Errorf("unknown variant %q", spec.Variant)
+}
+
+// workload is the no-op workload the spec runs: the slow one when its
+// handler sleeps.
+func (s childSpec) workload() workload {
+	if s.Sleep > 0 {
+		return slowWorkload(s.AckWait)
+	}
+	return noopWorkload
+}
+
+func (s childSpec) work() work {
+	if s.Sleep > 0 {
+		return sleepWork(s.Sleep)
+	}
+	return noopWork
 }
 
 // measure brackets the load: counters and profiles from "ready" to "stop".

@@ -10,7 +10,10 @@ import (
 type Config struct {
 	// Repetitions per variant and case; rows are medians over them.
 	Repetitions int
-	// Concurrencies are the worker counts of the no-op cases.
+	// Noop runs the no-op grid: raw's default buffer against jetfn's
+	// derived prefetch.
+	Noop bool
+	// Concurrencies are the worker counts of the no-op and budget cases.
 	Concurrencies []int
 	// Sizes are the no-op payload sizes in bytes.
 	Sizes []int
@@ -21,6 +24,29 @@ type Config struct {
 	// acked: the publisher is a closed loop, so a backlog never builds and
 	// latency stays publish-to-ack, not queue length.
 	Window int
+	// Budget runs the no-op grid again with the same in-flight budget on
+	// both sides: jetfn with an explicit prefetch BudgetPrefetch(c), raw
+	// Consume with PullMaxMessages(c + BudgetPrefetch(c)).
+	Budget         bool
+	BudgetPrefetch func(concurrency int) int
+	// Rate, when above 0, adds the open-loop latency case: RateMessages
+	// messages of RateSize bytes published at Rate per second to
+	// RateConcurrency workers, raw (500 buffer) against jetfn (derived).
+	Rate            float64
+	RateConcurrency int
+	RateSize        int
+	RateMessages    int
+	// SlowMessages, when above 0, adds the slow-handler case: a backlog of
+	// that many messages to SlowConcurrency workers whose handler sleeps
+	// SlowHandler, on a consumer with SlowAckWait, raw (500 buffer) against
+	// jetfn (derived). One repetition; both variants run at once (each on
+	// its own server: they sleep, so they do not compete for CPU), and the
+	// raw one is cut off at SlowLimit.
+	SlowMessages    int
+	SlowConcurrency int
+	SlowHandler     time.Duration
+	SlowAckWait     time.Duration
+	SlowLimit       time.Duration
 	// Sessions are the concurrent-session counts of the e2e cases; none
 	// skips e2e (and FerretDB).
 	Sessions []int
@@ -42,10 +68,13 @@ type Config struct {
 }
 
 // DefaultConfig is the documented run: the full grid, sized to finish in
-// well under ten minutes on two cores.
+// under ten minutes on two cores. The slow-handler case is off
+// (SlowMessages 0): it alone takes SlowLimit; set SlowMessages to 1000 for
+// it.
 func DefaultConfig() Config {
 	return Config{
 		Repetitions:   5,
+		Noop:          true,
 		Concurrencies: []int{1, 16, 64},
 		Sizes:         []int{128, 4096},
 		Messages: func(c int) int {
@@ -55,6 +84,16 @@ func DefaultConfig() Config {
 			return 20000
 		},
 		Window:             2,
+		Budget:             true,
+		BudgetPrefetch:     func(c int) int { return c },
+		Rate:               5000,
+		RateConcurrency:    16,
+		RateSize:           128,
+		RateMessages:       15000,
+		SlowConcurrency:    1,
+		SlowHandler:        100 * time.Millisecond,
+		SlowAckWait:        2 * time.Second,
+		SlowLimit:          150 * time.Second,
 		Sessions:           []int{1, 8, 32},
 		SessionsPerRep:     func(int) int { return 48 },
 		SegmentsPerSession: 6,
@@ -69,11 +108,21 @@ func (c Config) Validate() error {
 	if c.Repetitions < 1 {
 		errs = append(errs, fmt.Errorf("repetitions: %d is below 1", c.Repetitions))
 	}
-	if len(c.Concurrencies) == 0 && len(c.Sessions) == 0 {
-		errs = append(errs, errors.New("concurrencies and sessions: nothing to run"))
+	grid := (c.Noop || c.Budget) && len(c.Concurrencies) > 0
+	if !grid && len(c.Sessions) == 0 && c.Rate <= 0 && c.SlowMessages <= 0 {
+		errs = append(errs, errors.New("noop, budget, sessions, rate and slowMessages: nothing to run"))
 	}
-	if len(c.Concurrencies) > 0 && (len(c.Sizes) == 0 || c.Messages == nil) {
-		errs = append(errs, errors.New("sizes and messages: required for the no-op cases"))
+	if c.Budget && c.BudgetPrefetch == nil {
+		errs = append(errs, errors.New("budgetPrefetch: required for the budget cases"))
+	}
+	if c.Rate > 0 && (c.RateConcurrency < 1 || c.RateSize < 1 || c.RateMessages < 20) {
+		errs = append(errs, errors.New("rateConcurrency, rateSize and rateMessages (≥ 20): required for the rate case"))
+	}
+	if c.SlowMessages > 0 && (c.SlowConcurrency < 1 || c.SlowHandler <= 0 || c.SlowAckWait <= 0 || c.SlowLimit <= 0) {
+		errs = append(errs, errors.New("slowConcurrency, slowHandler, slowAckWait and slowLimit: required for the slow case"))
+	}
+	if grid && (len(c.Sizes) == 0 || c.Messages == nil) {
+		errs = append(errs, errors.New("sizes and messages: required for the no-op and budget cases"))
 	}
 	if len(c.Sessions) > 0 && (c.SessionsPerRep == nil || c.SegmentsPerSession < 1) {
 		errs = append(errs, errors.New("sessionsPerRep and segmentsPerSession: required for the e2e cases"))

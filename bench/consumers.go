@@ -19,12 +19,44 @@ type work func(ctx context.Context, m jetstream.Msg) error
 
 func noopWork(context.Context, jetstream.Msg) error { return nil }
 
+// sleepWork is the slow workload's handler.
+func sleepWork(d time.Duration) work {
+	return func(ctx context.Context, _ jetstream.Msg) error { return sleep(ctx, d) }
+}
+
+// sleep waits d, or returns ctx's error if ctx ends first.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// budgetOpts give raw Consume the same in-flight budget as jetfn with
+// prefetch P: PullMaxMessages(concurrency+P). With a small
+// PullMaxMessages, nats.go v1.55.0's Consume sometimes waits for its pull
+// heartbeat to expire (2 × 15 s by default) before it pulls again, so the
+// expiry and heartbeat are cut to jetfn's own pull wait (1 s) and the
+// shortest heartbeat nats.go accepts (500 ms); otherwise raw would be
+// slowed by a stall, not by its design.
+func budgetOpts(spec childSpec) []jetstream.PullConsumeOpt {
+	return []jetstream.PullConsumeOpt{
+		jetstream.PullMaxMessages(spec.Concurrency + spec.Prefetch),
+		jetstream.PullExpiry(time.Second),
+		jetstream.PullHeartbeat(500 * time.Millisecond),
+	}
+}
+
 // startRaw is the baseline: what a careful engineer writes by hand with
 // nats.go. It creates the same stream and consumer as the runtime's, and
-// consumes with Consume's defaults, handing each message to one of
+// consumes with Consume's defaults (or opts), handing each message to one of
 // concurrency workers over an unbuffered channel (so Consume's callback
 // blocks while all workers are busy). Each worker runs w and acks.
-func startRaw(ctx context.Context, nc *nats.Conn, wl workload, concurrency int, w work) (func() error, error) {
+func startRaw(ctx context.Context, nc *nats.Conn, wl workload, concurrency int, w work, opts ...jetstream.PullConsumeOpt) (func() error, error) {
 	cons, err := createConsumer(ctx, nc, wl)
 	if err != nil {
 		return nil, err
@@ -39,7 +71,7 @@ func startRaw(ctx context.Context, nc *nats.Conn, wl workload, concurrency int, 
 		case msgs <- m:
 		case <-ctx.Done():
 		}
-	})
+	}, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("consuming: %w", err)
 	}
@@ -84,18 +116,22 @@ func createConsumer(ctx context.Context, nc *nats.Conn, wl workload) (jetstream.
 	return cons, nil
 }
 
-// startNoopRuntime runs the runtime with a function that does nothing, as
-// deployed: heartbeat and counters on, logging at info (to io.Discard, so
-// the cost measured is building records, not a terminal).
-func startNoopRuntime(ctx context.Context, nc *nats.Conn, concurrency int) (func() error, error) {
-	m, err := noopManifest(concurrency)
+// startNoopRuntime runs the runtime with a function that does nothing (or
+// sleeps, for the slow workload), as deployed: heartbeat and counters on,
+// logging at info (to io.Discard, so the cost measured is building records,
+// not a terminal). prefetch nil leaves the runtime's derived default.
+func startNoopRuntime(ctx context.Context, nc *nats.Conn, spec childSpec, prefetch *int) (func() error, error) {
+	wl := spec.workload()
+	m, err := noopManifest(wl, spec.Concurrency, prefetch)
 	if err != nil {
 		return nil, err
 	}
-	noop := func(runtime.Deps) (runtime.Handler, error) {
-		return runtime.HandlerFunc(func(context.Context, runtime.Msg) error { return nil }), nil
+	handle := func(context.Context, runtime.Msg) error { return nil }
+	if spec.Sleep > 0 {
+		handle = func(ctx context.Context, _ runtime.Msg) error { return sleep(ctx, spec.Sleep) }
 	}
-	fns := []runtime.Function{{Name: noopWorkload.durable, New: noop}}
+	noop := func(runtime.Deps) (runtime.Handler, error) { return runtime.HandlerFunc(handle), nil }
+	fns := []runtime.Function{{Name: wl.durable, New: noop}}
 	return startRuntime(ctx, nc, m, fns)
 }
 

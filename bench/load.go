@@ -15,19 +15,37 @@ import (
 )
 
 // load is one repetition's traffic: n messages through a closed loop that
-// keeps at most window of them published and not yet acked.
+// keeps at most window of them published and not yet acked, or, when rate
+// is set, an open loop that publishes on a fixed schedule whatever the
+// acks do.
 type load struct {
 	wl      workload
 	n       int
 	warmup  int // the first warmup acks count for neither rate nor latency
 	window  int
+	rate    float64 // messages per second; 0 for the closed loop
 	payload func(i int) []byte
+	// limit, when set, ends the repetition that long after the first
+	// publish even if not every message was acked (the slow workload's
+	// raw loop handles duplicates for minutes).
+	limit time.Duration
 }
 
 // loadResult is what the parent saw of a repetition.
 type loadResult struct {
 	rate      float64         // acked messages per second after warm-up
 	latencies []time.Duration // publish to ack, after warm-up
+	acked     int             // messages acked at least once
+	elapsed   time.Duration   // first publish to last ack (or to the limit)
+	// redeliveries is the server's count: every delivery takes the next
+	// consumer sequence, redeliveries included, so the consumer sequence
+	// less the stream sequences delivered is how many were redeliveries.
+	// It is cumulative, unlike ConsumerInfo.NumRedelivered (those pending
+	// now).
+	redeliveries int
+	// redeliveredAcks are acks of a delivery numbered 2 or more, read from
+	// the ack subjects; inProgress are the +WPI the consumer sent.
+	redeliveredAcks, inProgress int
 }
 
 // How latency is measured, the same way for every variant: the parent
@@ -56,15 +74,41 @@ func runLoad(ctx context.Context, url string, l load) (loadResult, error) {
 		return loadResult{}, err
 	}
 	obs.start = time.Now()
-	if err := publishAll(ctx, js, l, obs); err != nil {
+	publish := publishAll
+	if l.rate > 0 {
+		publish = publishAtRate
+	}
+	if err := publish(ctx, js, l, obs); err != nil {
 		return loadResult{}, err
+	}
+	var limit <-chan time.Time
+	if l.limit > 0 {
+		t := time.NewTimer(l.limit - time.Since(obs.start))
+		defer t.Stop()
+		limit = t.C
 	}
 	select {
 	case <-obs.done:
+	case <-limit:
 	case <-ctx.Done():
 		return loadResult{}, fmt.Errorf("%d of %d messages acked: %w", obs.acked.Load(), l.n, ctx.Err())
 	}
-	return obs.result(l), nil
+	res := obs.result(l)
+	if res.redeliveries, err = redeliveries(ctx, js, l.wl); err != nil {
+		return loadResult{}, err
+	}
+	return res, nil
+}
+
+// redeliveries is how many deliveries of the consumer were redeliveries,
+// from the server's own sequences (see loadResult).
+func redeliveries(ctx context.Context, js jetstream.JetStream, wl workload) (int, error) {
+	c, err := js.Consumer(ctx, wl.stream, wl.durable)
+	if err != nil {
+		return 0, fmt.Errorf("reading consumer info: %w", err)
+	}
+	d := c.CachedInfo().Delivered
+	return int(d.Consumer) - int(d.Stream), nil
 }
 
 // ackObserver records when each message's ack passes through the server.
@@ -74,17 +118,19 @@ type ackObserver struct {
 	pubAt   []atomic.Int64 // ns since start, by index
 	ackAt   []atomic.Int64
 	acked   atomic.Int64
-	credits chan struct{} // one per message the window allows
+	credits chan struct{} // one per message the window allows; nil for an open loop
 	done    chan struct{}
+	// redelivered counts acks of redeliveries, inProgress the +WPI seen.
+	redelivered, inProgress atomic.Int64
 }
 
 func observeAcks(url string, l load) (*ackObserver, error) {
-	o := &ackObserver{
-		pubAt: make([]atomic.Int64, l.n), ackAt: make([]atomic.Int64, l.n),
-		credits: make(chan struct{}, l.window), done: make(chan struct{}),
-	}
-	for range l.window {
-		o.credits <- struct{}{}
+	o := &ackObserver{pubAt: make([]atomic.Int64, l.n), ackAt: make([]atomic.Int64, l.n), done: make(chan struct{})}
+	if l.rate == 0 {
+		o.credits = make(chan struct{}, l.window)
+		for range l.window {
+			o.credits <- struct{}{}
+		}
 	}
 	nc, err := nats.Connect(url)
 	if err != nil {
@@ -107,33 +153,44 @@ func observeAcks(url string, l load) (*ackObserver, error) {
 
 func (o *ackObserver) saw(m *nats.Msg, l load) {
 	now := time.Since(o.start).Nanoseconds()
-	if len(m.Data) > 0 && !bytes.Equal(m.Data, []byte("+ACK")) {
-		return // +WPI, -NAK, +TERM
+	if bytes.Equal(m.Data, []byte("+WPI")) {
+		o.inProgress.Add(1)
+		return
 	}
-	seq, ok := ackedSequence(m.Subject, l.wl)
+	if len(m.Data) > 0 && !bytes.Equal(m.Data, []byte("+ACK")) {
+		return // -NAK, +TERM
+	}
+	seq, delivered, ok := ackedSequence(m.Subject, l.wl)
+	if ok && delivered > 1 {
+		o.redelivered.Add(1)
+	}
 	if !ok || seq < 1 || seq > uint64(l.n) || !o.ackAt[seq-1].CompareAndSwap(0, now) {
 		return
 	}
-	o.credits <- struct{}{}
+	if o.credits != nil {
+		o.credits <- struct{}{}
+	}
 	if o.acked.Add(1) == int64(l.n) {
 		close(o.done)
 	}
 }
 
-// ackedSequence reads the stream sequence from an ack subject, in the v1
+// ackedSequence reads the stream sequence and the delivery count from an
+// ack subject, in the v1
 // ($JS.ACK.<stream>.<consumer>.<delivered>.<sseq>...) or the v2 form
 // ($JS.ACK.<domain>.<account>.<stream>.<consumer>.<delivered>.<sseq>...).
-func ackedSequence(subject string, wl workload) (uint64, bool) {
+func ackedSequence(subject string, wl workload) (seq, delivered uint64, ok bool) {
 	t := strings.Split(subject, ".")
 	base := 2
 	if len(t) >= 11 {
 		base = 4
 	}
 	if len(t) < base+4 || t[base] != wl.stream || t[base+1] != wl.durable {
-		return 0, false
+		return 0, 0, false
 	}
-	seq, err := strconv.ParseUint(t[base+3], 10, 64)
-	return seq, err == nil
+	delivered, err1 := strconv.ParseUint(t[base+2], 10, 64)
+	seq, err2 := strconv.ParseUint(t[base+3], 10, 64)
+	return seq, delivered, err1 == nil && err2 == nil
 }
 
 // publishAll publishes as the window allows and checks that the stream
@@ -148,6 +205,35 @@ func publishAll(ctx context.Context, js jetstream.JetStream, l load, o *ackObser
 		case <-ctx.Done():
 			close(futures)
 			return ctx.Err()
+		}
+		o.pubAt[i].Store(time.Since(o.start).Nanoseconds())
+		f, err := js.PublishAsync(l.wl.subject, l.payload(i))
+		if err != nil {
+			close(futures)
+			return fmt.Errorf("publishing message %d: %w", i, err)
+		}
+		futures <- f
+	}
+	close(futures)
+	return <-checked
+}
+
+// publishAtRate publishes message i at start + i/rate, never waiting for
+// acks (an open loop), so a slow consumer meets a growing queue instead of
+// a slower publisher. Each message is stamped right before its publish, as
+// in the closed loop; if the publisher falls behind the schedule it sends
+// the late messages at once.
+func publishAtRate(ctx context.Context, js jetstream.JetStream, l load, o *ackObserver) error {
+	futures := make(chan jetstream.PubAckFuture, l.n)
+	checked := make(chan error, 1)
+	go func() { checked <- checkSequences(ctx, futures) }()
+	interval := time.Duration(float64(time.Second) / l.rate)
+	for i := range l.n {
+		if wait := time.Duration(i)*interval - time.Since(o.start); wait > 0 {
+			if err := sleep(ctx, wait); err != nil {
+				close(futures)
+				return err
+			}
 		}
 		o.pubAt[i].Store(time.Since(o.start).Nanoseconds())
 		f, err := js.PublishAsync(l.wl.subject, l.payload(i))
@@ -179,21 +265,34 @@ func checkSequences(ctx context.Context, futures <-chan jetstream.PubAckFuture) 
 	return nil
 }
 
-// result turns the timestamps into the rate and the latencies after warm-up.
+// result turns the timestamps into the rate and the latencies after
+// warm-up. Messages never acked (a load ended by its limit) count for
+// neither.
 func (o *ackObserver) result(l load) loadResult {
-	acks := make([]int64, l.n)
+	acks := make([]int64, 0, l.n)
 	lat := make([]time.Duration, 0, l.n-l.warmup)
 	for i := range l.n {
-		acks[i] = o.ackAt[i].Load()
-		if i >= l.warmup {
-			lat = append(lat, time.Duration(acks[i]-o.pubAt[i].Load()))
+		at := o.ackAt[i].Load()
+		if at == 0 {
+			continue
 		}
+		acks = append(acks, at)
+		if i >= l.warmup {
+			lat = append(lat, time.Duration(at-o.pubAt[i].Load()))
+		}
+	}
+	res := loadResult{latencies: lat, acked: len(acks),
+		redeliveredAcks: int(o.redelivered.Load()), inProgress: int(o.inProgress.Load())}
+	if len(acks) <= l.warmup {
+		return res
 	}
 	slices.Sort(acks)
 	from := int64(0)
 	if l.warmup > 0 {
 		from = acks[l.warmup-1]
 	}
-	span := time.Duration(acks[l.n-1] - from)
-	return loadResult{rate: float64(l.n-l.warmup) / span.Seconds(), latencies: lat}
+	last := acks[len(acks)-1]
+	res.rate = float64(len(acks)-l.warmup) / time.Duration(last-from).Seconds()
+	res.elapsed = time.Duration(last)
+	return res
 }

@@ -43,6 +43,11 @@ func (r *Report) writeResults(b *bytes.Buffer, chart, command string) {
 	fmt.Fprintf(b, "Run on %s with `%s`, %d repetitions per variant, wall time %s.\n\n",
 		time.Now().UTC().Format("2006-01-02"), command, r.Repetitions, r.Wall.Round(time.Second))
 	fmt.Fprintf(b, "Machine: %s.\n\n", r.Machine)
+	if goals := r.GoalRows(); len(goals) > 0 {
+		b.WriteString("The prefetch issue's goals, one row per case (medians; the slow case is one run each):\n\n")
+		r.writeGoalsMarkdown(b)
+		b.WriteString("\nAll figures:\n\n")
+	}
 	r.WriteMarkdown(b)
 	b.WriteString("\nTargets (goals, judged on the worst row):\n\n")
 	for _, t := range r.Targets() {

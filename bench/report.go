@@ -14,26 +14,42 @@ type Report struct {
 	Repetitions int
 	Machine     Machine
 	Wall        time.Duration
+	// Config is what the run measured; the rate and slow rows name their
+	// settings from it.
+	Config Config
 }
 
 // Row is one case: the baseline's and jetfn's medians side by side.
 type Row struct {
 	Workload    string
 	Concurrency int
-	Size        int    // payload bytes; 0 for sessions
-	Baseline    string // "raw" or "bare"
+	Size        int    // payload bytes; 0 for sessions and slow
+	Prefetch    int    // jetfn's explicit prefetch in the budget rows
+	Baseline    string // "raw", "raw-budget" or "bare"
 	Base, Jetfn Stats
+	// Reps is how many repetitions each side ran.
+	Reps int
+	cfg  Config
 }
 
-func newRow(c caseKey, samples [2][]sample) Row {
-	return Row{Workload: c.workload, Concurrency: c.concurrency, Size: c.size,
-		Baseline: c.variants()[0], Base: medianStats(samples[0]), Jetfn: medianStats(samples[1])}
+func newRow(c caseKey, samples [2][]sample, cfg Config) Row {
+	return Row{Workload: c.workload, Concurrency: c.concurrency, Size: c.size, Prefetch: c.prefetch,
+		Baseline: c.variants()[0], Base: medianStats(samples[0]), Jetfn: medianStats(samples[1]),
+		Reps: len(samples[0]), cfg: cfg}
 }
 
-// Case names the row: "noop 128B c=16", "e2e c=8".
+// Case names the row: "noop 128B c=16", "budget 128B c=16 P=16",
+// "rate 128B c=16 5000/s", "slow 100ms c=1 ackWait 2s", "e2e c=8".
 func (r Row) Case() string {
-	if r.Workload == WorkloadSession {
+	switch r.Workload {
+	case WorkloadSession:
 		return fmt.Sprintf("e2e c=%d", r.Concurrency)
+	case WorkloadBudget:
+		return fmt.Sprintf("budget %s c=%d P=%d", sizeLabel(r.Size), r.Concurrency, r.Prefetch)
+	case WorkloadRate:
+		return fmt.Sprintf("rate %s c=%d %.0f/s", sizeLabel(r.Size), r.Concurrency, r.cfg.Rate)
+	case WorkloadSlow:
+		return fmt.Sprintf("slow %s c=%d ackWait %s ×%d", r.cfg.SlowHandler, r.Concurrency, r.cfg.SlowAckWait, r.cfg.SlowMessages)
 	}
 	return fmt.Sprintf("noop %s c=%d", sizeLabel(r.Size), r.Concurrency)
 }
@@ -55,6 +71,7 @@ func (r Row) cells() []string {
 		f1(b.AllocsPerMsg), f1(j.AllocsPerMsg), ratio(j.AllocsPerMsg, b.AllocsPerMsg),
 		f0(b.BytesPerMsg), f0(j.BytesPerMsg),
 		f1(b.PeakRSSMB), f1(j.PeakRSSMB),
+		f0(b.Redeliveries), f0(j.Redeliveries),
 	}
 }
 
@@ -67,6 +84,7 @@ var header = []string{
 	"base allocs/msg", "jetfn allocs/msg", "×",
 	"base B/msg", "jetfn B/msg",
 	"base RSS MB", "jetfn RSS MB",
+	"base redeliv", "jetfn redeliv",
 }
 
 func f0(v float64) string { return fmt.Sprintf("%.0f", v) }
@@ -113,11 +131,22 @@ func (r *Report) Targets() []Target {
 	e2e := r.rows(WorkloadSession)
 	allocRatio := func(r Row) float64 { return r.Jetfn.AllocsPerMsg / r.Base.AllocsPerMsg }
 	var out []Target
+	if budget := r.rows(WorkloadBudget); len(budget) > 0 {
+		out = append(out, check("same in-flight budget: throughput ≥ 0.95× raw", budget, Row.RateRatio, atLeast(0.95), "%.2f×"))
+	}
 	if len(noop) > 0 {
 		out = append(out,
-			check("no-op throughput ≥ 0.9× raw", noop, Row.RateRatio, atLeast(0.9), "%.2f×"),
-			check("p99 added latency < 0.5 ms", noop, Row.AddedP99Millis, below(0.5), "%+.2f ms"),
+			check("derived prefetch vs raw's 500 buffer: throughput ≥ 0.9×", noop, Row.RateRatio, atLeast(0.9), "%.2f×"),
+			check("closed loop: p99 added latency < 0.5 ms", noop, Row.AddedP99Millis, below(0.5), "%+.2f ms"),
 			check("allocations per message ≤ 2× raw", noop, allocRatio, atMost(2), "%.2f×"))
+	}
+	if rate := r.rows(WorkloadRate); len(rate) > 0 {
+		out = append(out, check("open loop: p99 added latency ≤ 0.2 ms", rate, Row.AddedP99Millis, atMost(0.2), "%+.2f ms"))
+	}
+	if slow := r.rows(WorkloadSlow); len(slow) > 0 {
+		t := check("slow handler: 0 redeliveries", slow, func(r Row) float64 { return r.Jetfn.Redeliveries }, atMost(0), "%.0f")
+		t.Detail += fmt.Sprintf("; raw: %.0f", slow[0].Base.Redeliveries)
+		out = append(out, t)
 	}
 	if len(e2e) > 0 {
 		out = append(out, check("e2e throughput ≥ 0.9× bare", e2e, Row.RateRatio, atLeast(0.9), "%.2f×"))

@@ -2,8 +2,10 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -14,7 +16,18 @@ import (
 
 // Workload names, as rows show them.
 const (
-	WorkloadNoop    = "noop"
+	// WorkloadNoop: the no-op function, raw Consume's default 500 buffer
+	// against jetfn's derived prefetch.
+	WorkloadNoop = "noop"
+	// WorkloadBudget: the no-op function with the same in-flight budget
+	// on both sides (Config.Budget).
+	WorkloadBudget = "budget"
+	// WorkloadRate: the no-op function under an open-loop publisher at a
+	// fixed rate (Config.Rate).
+	WorkloadRate = "rate"
+	// WorkloadSlow: a sleeping handler and a short ack wait, on a backlog
+	// (Config.SlowMessages).
+	WorkloadSlow    = "slow"
 	WorkloadSession = "e2e"
 )
 
@@ -22,21 +35,28 @@ const (
 type caseKey struct {
 	workload    string
 	concurrency int
-	size        int // payload bytes; 0 for sessions
+	size        int // payload bytes; 0 for sessions and slow
+	prefetch    int // the budget cases' prefetch allowance
 }
 
 func (c caseKey) slug() string {
-	if c.workload == WorkloadSession {
-		return fmt.Sprintf("e2e-c%d", c.concurrency)
+	switch c.workload {
+	case WorkloadSession, WorkloadSlow:
+		return fmt.Sprintf("%s-c%d", c.workload, c.concurrency)
+	case WorkloadBudget:
+		return fmt.Sprintf("budget-%dB-c%d-p%d", c.size, c.concurrency, c.prefetch)
 	}
-	return fmt.Sprintf("noop-%dB-c%d", c.size, c.concurrency)
+	return fmt.Sprintf("%s-%dB-c%d", c.workload, c.size, c.concurrency)
 }
 
 // variants are the baseline and jetfn for the case's workload, in the
 // order each repetition runs them.
 func (c caseKey) variants() [2]string {
-	if c.workload == WorkloadSession {
+	switch c.workload {
+	case WorkloadSession:
 		return [2]string{variantBare, variantSessions}
+	case WorkloadBudget:
+		return [2]string{variantRawBud, variantJetfnBud}
 	}
 	return [2]string{variantRaw, variantJetfn}
 }
@@ -55,7 +75,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		defer stop()
 	}
-	report := &Report{Machine: describeMachine(), Repetitions: cfg.Repetitions}
+	report := &Report{Machine: describeMachine(), Repetitions: cfg.Repetitions, Config: cfg}
 	for _, c := range r.cases() {
 		row, err := r.runCase(ctx, c)
 		if err != nil {
@@ -75,10 +95,28 @@ type runner struct {
 
 func (r *runner) cases() []caseKey {
 	var cases []caseKey
-	for _, size := range r.cfg.Sizes {
-		for _, c := range r.cfg.Concurrencies {
-			cases = append(cases, caseKey{workload: WorkloadNoop, concurrency: c, size: size})
+	grid := func(workload string) {
+		for _, size := range r.cfg.Sizes {
+			for _, c := range r.cfg.Concurrencies {
+				k := caseKey{workload: workload, concurrency: c, size: size}
+				if workload == WorkloadBudget {
+					k.prefetch = r.cfg.BudgetPrefetch(c)
+				}
+				cases = append(cases, k)
+			}
 		}
+	}
+	if r.cfg.Noop {
+		grid(WorkloadNoop)
+	}
+	if r.cfg.Budget {
+		grid(WorkloadBudget)
+	}
+	if r.cfg.Rate > 0 {
+		cases = append(cases, caseKey{workload: WorkloadRate, concurrency: r.cfg.RateConcurrency, size: r.cfg.RateSize})
+	}
+	if r.cfg.SlowMessages > 0 {
+		cases = append(cases, caseKey{workload: WorkloadSlow, concurrency: r.cfg.SlowConcurrency})
 	}
 	for _, c := range r.cfg.Sessions {
 		cases = append(cases, caseKey{workload: WorkloadSession, concurrency: c})
@@ -89,6 +127,9 @@ func (r *runner) cases() []caseKey {
 // runCase alternates the two variants, repetition by repetition, so drift
 // on a shared machine hits both.
 func (r *runner) runCase(ctx context.Context, c caseKey) (Row, error) {
+	if c.workload == WorkloadSlow {
+		return r.runSlowCase(ctx, c)
+	}
 	var samples [2][]sample
 	for rep := range r.cfg.Repetitions {
 		for i, v := range c.variants() {
@@ -97,11 +138,38 @@ func (r *runner) runCase(ctx context.Context, c caseKey) (Row, error) {
 				return Row{}, fmt.Errorf("%s repetition %d: %w", v, rep+1, err)
 			}
 			samples[i] = append(samples[i], s)
-			r.progress("%-16s %-10s rep %d: %8.0f msgs/s  p50 %6.2f ms  p99 %6.2f ms  %6.1f µs CPU/msg  %5.1f allocs/msg",
-				c.slug(), v, rep+1, s.rate, ms(s.p50), ms(s.p99), float64(s.cpuPerMsg)/1e3, s.allocsPerMsg)
+			r.progressSample(c, v, rep, s)
 		}
 	}
-	return newRow(c, samples), nil
+	return newRow(c, samples, r.cfg), nil
+}
+
+// runSlowCase runs both variants once and at the same time, each on its
+// own server: the handlers sleep, so the two barely compete for CPU, and
+// the case takes SlowLimit at most instead of twice that.
+func (r *runner) runSlowCase(ctx context.Context, c caseKey) (Row, error) {
+	var samples [2][]sample
+	var errs [2]error
+	var wg sync.WaitGroup
+	for i, v := range c.variants() {
+		wg.Go(func() {
+			s, err := r.runRep(ctx, c, v, 0)
+			samples[i], errs[i] = []sample{s}, err
+			if err == nil {
+				r.progressSample(c, v, 0, s)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs[:]...); err != nil {
+		return Row{}, err
+	}
+	return newRow(c, samples, r.cfg), nil
+}
+
+func (r *runner) progressSample(c caseKey, variant string, rep int, s sample) {
+	r.progress("%-22s %-12s rep %d: %8.0f msgs/s  p50 %7.2f ms  p99 %7.2f ms  %6.1f µs CPU/msg  %5.1f allocs/msg  %d redelivered",
+		c.slug(), variant, rep+1, s.rate, ms(s.p50), ms(s.p99), float64(s.cpuPerMsg)/1e3, s.allocsPerMsg, s.redeliveries)
 }
 
 func (r *runner) progress(format string, args ...any) {
@@ -112,7 +180,11 @@ func (r *runner) progress(format string, args ...any) {
 
 // runRep runs one variant once on a fresh nats-server.
 func (r *runner) runRep(ctx context.Context, c caseKey, variant string, rep int) (sample, error) {
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.RepTimeout)
+	timeout := r.cfg.RepTimeout
+	if c.workload == WorkloadSlow {
+		timeout += r.cfg.SlowLimit
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	dir, err := os.MkdirTemp("", "jetfn-bench-nats-")
 	if err != nil {
@@ -130,7 +202,11 @@ func (r *runner) runRep(ctx context.Context, c caseKey, variant string, rep int)
 		}
 	}
 	spec := childSpec{Variant: variant, NATSURL: ns.ClientURL(), MongoURI: r.mongoURI, Database: r.dbName(),
-		Concurrency: c.concurrency, Quiet: r.cfg.Quiet, Profile: profilePrefix(r.cfg.ProfileDir, variant, c, rep+1)}
+		Concurrency: c.concurrency, Quiet: r.cfg.Quiet, Prefetch: c.prefetch,
+		Profile: profilePrefix(r.cfg.ProfileDir, variant, c, rep+1)}
+	if c.workload == WorkloadSlow {
+		spec.Sleep, spec.AckWait = r.cfg.SlowHandler, r.cfg.SlowAckWait
+	}
 	return r.measureChild(ctx, spec, r.load(c))
 }
 
@@ -153,12 +229,25 @@ func (r *runner) measureChild(ctx context.Context, spec childSpec, l load) (samp
 
 // load is the case's traffic. Sessions run with a window of exactly their
 // concurrency: "8 concurrent sessions" means eight in flight at a time.
+// The slow case publishes its whole backlog at once (a window of all its
+// messages), far faster than the handler takes them.
 func (r *runner) load(c caseKey) load {
-	if c.workload == WorkloadSession {
+	switch c.workload {
+	case WorkloadSession:
 		n := r.cfg.SessionsPerRep(c.concurrency)
 		segs := r.cfg.SegmentsPerSession
 		return load{wl: sessionWorkload, n: n, warmup: min(c.concurrency, n/10), window: c.concurrency,
 			payload: func(i int) []byte { return sessionEnded(i, segs) }}
+	case WorkloadRate:
+		n := r.cfg.RateMessages
+		body := make([]byte, c.size)
+		return load{wl: noopWorkload, n: n, warmup: n / 20, rate: r.cfg.Rate,
+			payload: func(int) []byte { return body }}
+	case WorkloadSlow:
+		n := r.cfg.SlowMessages
+		body := make([]byte, 128)
+		return load{wl: slowWorkload(r.cfg.SlowAckWait), n: n, window: n, limit: r.cfg.SlowLimit,
+			payload: func(int) []byte { return body }}
 	}
 	n := r.cfg.Messages(c.concurrency)
 	body := make([]byte, c.size)

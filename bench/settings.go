@@ -28,11 +28,29 @@ type workload struct {
 	subject string
 	// streams are every stream the variant creates (name → subjects).
 	streams map[string][]string
+	// ackWait is the consumer's; 0 means the shared ackWait.
+	ackWait time.Duration
+}
+
+func (w workload) ackWaitOrDefault() time.Duration {
+	if w.ackWait > 0 {
+		return w.ackWait
+	}
+	return ackWait
 }
 
 var noopWorkload = workload{
 	stream: "BENCH", durable: "noop", subject: "bench.msg",
 	streams: map[string][]string{"BENCH": {"bench.>"}, "DEADLETTER": {"deadletter.>"}},
+}
+
+// slowWorkload is the no-op function's stream with a handler that sleeps
+// and a short ack wait (Config.SlowAckWait), so that a message left in a
+// client buffer outlives it.
+func slowWorkload(ackWait time.Duration) workload {
+	w := noopWorkload
+	w.durable, w.subject, w.ackWait = "slow", "bench.slow", ackWait
+	return w
 }
 
 // sessionWorkload keeps transcript.processed on a stream of its own, so
@@ -58,7 +76,7 @@ func streamConfig(name string, subjects []string) jetstream.StreamConfig {
 func consumerConfig(w workload) jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
 		Durable: w.durable, AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverAllPolicy,
-		AckWait: ackWait, MaxDeliver: maxDeliver, MaxAckPending: maxAckPending, FilterSubject: w.subject,
+		AckWait: w.ackWaitOrDefault(), MaxDeliver: maxDeliver, MaxAckPending: maxAckPending, FilterSubject: w.subject,
 	}
 }
 
@@ -81,11 +99,14 @@ const manifestFunction = `
     concurrency: %d
 `
 
-// noopManifest binds the no-op function with the shared settings.
-func noopManifest(concurrency int) (*runtime.Manifest, error) {
-	w := noopWorkload
+// noopManifest binds the no-op function of workload w with the shared
+// settings; prefetch nil leaves the runtime's derived default.
+func noopManifest(w workload, concurrency int, prefetch *int) (*runtime.Manifest, error) {
 	text := fmt.Sprintf(manifestStreams, w.stream, "bench.>") + "functions:" +
-		fmt.Sprintf(manifestFunction, w.durable, w.stream, w.subject, ackWait, maxDeliver, maxAckPending, concurrency)
+		fmt.Sprintf(manifestFunction, w.durable, w.stream, w.subject, w.ackWaitOrDefault(), maxDeliver, maxAckPending, concurrency)
+	if prefetch != nil {
+		text += fmt.Sprintf("    prefetch: %d\n", *prefetch)
+	}
 	return runtime.ParseManifest([]byte(text))
 }
 

@@ -13,6 +13,9 @@ type sample struct {
 	bytesPerMsg  float64
 	cpuPerMsg    time.Duration
 	peakRSSMB    float64
+	// What the server and the ack observer saw (see loadResult).
+	redeliveries, redeliveredAcks, inProgress, acked int
+	elapsed                                          time.Duration
 }
 
 func newSample(res loadResult, rep childReport, n int) sample {
@@ -24,6 +27,8 @@ func newSample(res loadResult, rep childReport, n int) sample {
 		bytesPerMsg:  float64(rep.AllocBytes) / float64(n),
 		cpuPerMsg:    rep.CPU / time.Duration(n),
 		peakRSSMB:    float64(rep.PeakRSSKB) / 1024,
+		redeliveries: res.redeliveries, redeliveredAcks: res.redeliveredAcks,
+		inProgress: res.inProgress, acked: res.acked, elapsed: res.elapsed,
 	}
 }
 
@@ -61,6 +66,11 @@ type Stats struct {
 	AllocsPerMsg float64 // consumer process only
 	BytesPerMsg  float64
 	PeakRSSMB    float64 // consumer process high-water mark
+	// Redeliveries are the server's (cumulative; see loadResult),
+	// RedeliveredAcks the acks of redelivered copies, InProgress the +WPI
+	// the consumer sent, Acked the messages acked at least once, Seconds
+	// the time from the first publish to the last ack.
+	Redeliveries, RedeliveredAcks, InProgress, Acked, Seconds float64
 }
 
 func medianStats(samples []sample) Stats {
@@ -72,12 +82,17 @@ func medianStats(samples []sample) Stats {
 		return median(v)
 	}
 	return Stats{
-		Rate:         pick(func(s sample) float64 { return s.rate }),
-		P50Millis:    pick(func(s sample) float64 { return ms(s.p50) }),
-		P99Millis:    pick(func(s sample) float64 { return ms(s.p99) }),
-		CPUMicros:    pick(func(s sample) float64 { return float64(s.cpuPerMsg) / float64(time.Microsecond) }),
-		AllocsPerMsg: pick(func(s sample) float64 { return s.allocsPerMsg }),
-		BytesPerMsg:  pick(func(s sample) float64 { return s.bytesPerMsg }),
-		PeakRSSMB:    pick(func(s sample) float64 { return s.peakRSSMB }),
+		Rate:            pick(func(s sample) float64 { return s.rate }),
+		P50Millis:       pick(func(s sample) float64 { return ms(s.p50) }),
+		P99Millis:       pick(func(s sample) float64 { return ms(s.p99) }),
+		CPUMicros:       pick(func(s sample) float64 { return float64(s.cpuPerMsg) / float64(time.Microsecond) }),
+		AllocsPerMsg:    pick(func(s sample) float64 { return s.allocsPerMsg }),
+		BytesPerMsg:     pick(func(s sample) float64 { return s.bytesPerMsg }),
+		PeakRSSMB:       pick(func(s sample) float64 { return s.peakRSSMB }),
+		Redeliveries:    pick(func(s sample) float64 { return float64(s.redeliveries) }),
+		RedeliveredAcks: pick(func(s sample) float64 { return float64(s.redeliveredAcks) }),
+		InProgress:      pick(func(s sample) float64 { return float64(s.inProgress) }),
+		Acked:           pick(func(s sample) float64 { return float64(s.acked) }),
+		Seconds:         pick(func(s sample) float64 { return s.elapsed.Seconds() }),
 	}
 }

@@ -32,7 +32,16 @@ func run() error {
 	flag.IntVar(&cfg.Window, "window", cfg.Window, "no-op messages in flight per worker (closed-loop publisher)")
 	flag.DurationVar(&cfg.Quiet, "quiet", cfg.Quiet, "summarize-session quiet period (its config refuses 0)")
 	flag.StringVar(&cfg.ProfileDir, "profile", "", "write CPU and allocation profiles of every child to this directory")
-	workloads := flag.String("workloads", "noop,e2e", "which workloads to run: noop (no-op function), e2e (summarize-session)")
+	workloads := flag.String("workloads", "noop,budget,rate,e2e",
+		"which workloads to run, comma-separated: noop (no-op function, raw's default 500 buffer vs jetfn's derived prefetch), "+
+			"budget (no-op with the same in-flight budget on both sides), rate (no-op under an open-loop publisher), "+
+			"slow (a 100 ms handler on a 1,000-message backlog with a 2 s ack wait; takes about -slow-limit), e2e (summarize-session)")
+	budgetP := flag.Int("budget-prefetch", 0, "jetfn's prefetch P in the budget cases, raw gets PullMaxMessages(c+P) (default: P = c)")
+	flag.Float64Var(&cfg.Rate, "rate", cfg.Rate, "publish rate of the rate case, msgs/s")
+	flag.IntVar(&cfg.RateConcurrency, "rate-concurrency", cfg.RateConcurrency, "workers in the rate case")
+	flag.IntVar(&cfg.RateMessages, "rate-messages", cfg.RateMessages, "messages per repetition of the rate case")
+	slowMessages := flag.Int("slow-messages", 1000, "backlog of the slow case")
+	flag.DurationVar(&cfg.SlowLimit, "slow-limit", cfg.SlowLimit, "cut-off of the slow case (raw handles duplicates for minutes)")
 	flag.Func("concurrency", "no-op worker counts, comma-separated (default 1,16,64)", intList(&cfg.Concurrencies))
 	flag.Func("sizes", "no-op payload sizes in bytes, comma-separated (default 128,4096)", intList(&cfg.Sizes))
 	flag.Func("sessions", "concurrent sessions of the e2e cases, comma-separated (default 1,8,32)", intList(&cfg.Sessions))
@@ -40,11 +49,11 @@ func run() error {
 	chart := flag.String("chart", "", "PNG chart to write (e.g. docs/benchmarks-throughput.png)")
 	flag.Parse()
 	applyScale(&cfg, *scale)
-	if !strings.Contains(*workloads, bench.WorkloadNoop) {
-		cfg.Concurrencies = nil
+	if err := selectWorkloads(&cfg, *workloads, *slowMessages); err != nil {
+		return err
 	}
-	if !strings.Contains(*workloads, bench.WorkloadSession) {
-		cfg.Sessions = nil
+	if p := *budgetP; p > 0 {
+		cfg.BudgetPrefetch = func(int) int { return p }
 	}
 	if cfg.ProfileDir != "" {
 		if err := os.MkdirAll(cfg.ProfileDir, 0o755); err != nil {
@@ -59,6 +68,31 @@ func run() error {
 		return err
 	}
 	return output(report, *doc, *chart)
+}
+
+// selectWorkloads turns off the workloads not named.
+func selectWorkloads(cfg *bench.Config, list string, slowMessages int) error {
+	on := map[string]bool{}
+	for w := range strings.SplitSeq(list, ",") {
+		w = strings.TrimSpace(w)
+		switch w {
+		case bench.WorkloadNoop, bench.WorkloadBudget, bench.WorkloadRate, bench.WorkloadSlow, bench.WorkloadSession:
+			on[w] = true
+		default:
+			return fmt.Errorf("-workloads: unknown workload %q", w)
+		}
+	}
+	cfg.Noop, cfg.Budget = on[bench.WorkloadNoop], on[bench.WorkloadBudget]
+	if !on[bench.WorkloadRate] {
+		cfg.Rate = 0
+	}
+	if on[bench.WorkloadSlow] {
+		cfg.SlowMessages = slowMessages
+	}
+	if !on[bench.WorkloadSession] {
+		cfg.Sessions = nil
+	}
+	return nil
 }
 
 // intList parses a comma-separated flag into *dst.
@@ -85,6 +119,7 @@ func applyScale(cfg *bench.Config, scale float64) {
 	}
 	messages, sessions := cfg.Messages, cfg.SessionsPerRep
 	cfg.Messages = func(c int) int { return max(200, int(float64(messages(c))*scale)) }
+	cfg.RateMessages = max(200, int(float64(cfg.RateMessages)*scale))
 	cfg.SessionsPerRep = func(c int) int { return max(2*c, int(float64(sessions(c))*scale)) }
 }
 
@@ -93,6 +128,12 @@ func output(report *bench.Report, doc, chart string) error {
 		return err
 	}
 	fmt.Println()
+	if len(report.GoalRows()) > 0 {
+		if err := report.WriteGoals(os.Stdout); err != nil {
+			return err
+		}
+		fmt.Println()
+	}
 	report.WriteTargets(os.Stdout)
 	fmt.Printf("\n%s; wall time %s\n", report.Machine, report.Wall.Round(time.Second))
 	if chart != "" {
