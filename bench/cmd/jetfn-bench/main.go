@@ -30,7 +30,7 @@ func run() error {
 	scale := flag.Float64("scale", 1, "multiply every message and session count (0.1 for a quick look)")
 	flag.IntVar(&cfg.Repetitions, "reps", cfg.Repetitions, "repetitions per variant and case")
 	flag.IntVar(&cfg.Window, "window", cfg.Window, "no-op messages in flight per worker (closed-loop publisher)")
-	flag.DurationVar(&cfg.Quiet, "quiet", cfg.Quiet, "summarize-session quiet period (its config refuses 0)")
+	flag.DurationVar(&cfg.Quiet, "quiet", cfg.Quiet, "summarize-session quiet period (0 counts twice back to back)")
 	flag.StringVar(&cfg.ProfileDir, "profile", "", "write CPU and allocation profiles of every child to this directory")
 	workloads := flag.String("workloads", "noop,budget,rate,e2e",
 		"which workloads to run, comma-separated: noop (no-op function, raw's default 500 buffer vs jetfn's derived prefetch), "+
