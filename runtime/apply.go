@@ -70,6 +70,9 @@ func (r *Runtime) apply(ctx context.Context, m *Manifest) error {
 	}
 	for _, name := range plan.Removed {
 		r.deactivate(name)
+		if r.opts.prune {
+			r.pruneConsumer(ctx, old, name)
+		}
 	}
 	for _, spec := range m.Functions {
 		if err := r.applyFunction(ctx, spec, m, plan); err != nil {
@@ -140,4 +143,18 @@ func (r *Runtime) knownNames() []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// pruneConsumer deletes a removed function's durable consumer. A failure is
+// logged, not fatal: the function is already unbound.
+func (r *Runtime) pruneConsumer(ctx context.Context, old *Manifest, name string) {
+	spec, ok := old.function(name)
+	if !ok {
+		return
+	}
+	if err := r.js.DeleteConsumer(ctx, spec.Stream, spec.Durable); err != nil {
+		r.opts.log.Warn("pruning a removed function's consumer", "function", name, "err", err)
+		return
+	}
+	r.opts.log.Info("pruned a removed function's consumer", "function", name, "consumer", spec.Durable)
 }

@@ -44,6 +44,7 @@ type options struct {
 	drainTimeout     time.Duration
 	allowShortWindow bool
 	noProvision      bool
+	prune            bool
 	// noBufferBeats turns the buffer keeper off; only tests set it, to
 	// show what the keeper prevents.
 	noBufferBeats bool
@@ -98,6 +99,16 @@ func AllowShortWindow() Option {
 func WithoutProvisioning() Option {
 	return func(o *options) error {
 		o.noProvision = true
+		return nil
+	}
+}
+
+// WithPrune makes Apply delete the durable consumer of a function a new
+// manifest removes, after draining it. Without it the consumer stays, and
+// so does its position, for the day the function comes back.
+func WithPrune() Option {
+	return func(o *options) error {
+		o.prune = true
 		return nil
 	}
 }

@@ -35,6 +35,7 @@ type Config struct {
 	AllowShortWindow bool   `env:"-"`
 	NoProvision      bool   `env:"-"`
 	Deployment       string `env:"-"`
+	Prune            bool   `env:"-"`
 }
 
 // errUsage marks an error caused by a setting or a flag: exit code 2.

@@ -29,6 +29,7 @@ func cmdRun(ctx context.Context, args []string, _, errOut io.Writer) error {
 	fs := newFlags("run", "run [--manifest FILE]", errOut)
 	path := fs.String("manifest", "", "manifest to run (default $JETFN_MANIFEST)")
 	deployment := fs.String("deployment", "", "load the manifest from the jetfn-manifests KV bucket and apply every new revision live (instead of --manifest)")
+	prune := fs.Bool("prune", false, "with --deployment: delete the durable consumer of a function a new revision removes")
 	noProvision := fs.Bool("no-provision", false, "only look up streams and consumers, never create or update them (for `jetfn permissions` without --provision)")
 	allowShort := fs.Bool("allow-short-window", false, "warn instead of refusing a duplicate window shorter than twice the redelivery horizon")
 	if err := parseFlags(fs, args); err != nil {
@@ -41,7 +42,7 @@ func cmdRun(ctx context.Context, args []string, _, errOut io.Writer) error {
 	if *path != "" {
 		cfg.Manifest = *path
 	}
-	cfg.AllowShortWindow, cfg.NoProvision, cfg.Deployment = *allowShort, *noProvision, *deployment
+	cfg.AllowShortWindow, cfg.NoProvision, cfg.Deployment, cfg.Prune = *allowShort, *noProvision, *deployment, *prune
 	if cfg.Deployment != "" {
 		cfg.Manifest = "(deployment " + cfg.Deployment + ")"
 	}
@@ -107,6 +108,9 @@ func runtimeOptions(cfg Config, log *slog.Logger, client *mongo.Client, mx *metr
 	}
 	if cfg.NoProvision {
 		opts = append(opts, runtime.WithoutProvisioning())
+	}
+	if cfg.Prune {
+		opts = append(opts, runtime.WithPrune())
 	}
 	return opts
 }
