@@ -39,7 +39,13 @@ func TestClusterFailover(t *testing.T) {
 		t.Skip("runs a 3-node cluster through two leader failovers")
 	}
 	began := time.Now()
-	cl := StartCluster(t, 3)
+	// The runtime's user has exactly the permissions `jetfn permissions
+	// --provision` generates for this manifest.
+	m, err := runtime.ParseManifest([]byte(clusterManifest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := StartSecuredCluster(t, 3, m.Permissions(runtime.PermissionOptions{Provision: true}))
 	_, mc := runtimetest.StartMongo(t)
 	db := mc.Database("cluster")
 	js, err := jetstream.New(cl.ConnectCluster(t, "publisher"))
@@ -85,6 +91,11 @@ func TestClusterFailover(t *testing.T) {
 		t.Log(r)
 	}
 	t.Logf("runtime warnings and errors: %v", rec.Problems())
+	for problem := range rec.Problems() {
+		if strings.Contains(strings.ToLower(problem), "permissions violation") {
+			t.Errorf("the generated permissions were not enough: %s", problem)
+		}
+	}
 	t.Logf("TestClusterFailover: %s in all", time.Since(began).Round(100*time.Millisecond))
 }
 
@@ -101,7 +112,8 @@ type inProcess struct {
 // uses and runs the runtime until stop.
 func startInProcess(t *testing.T, cl *Cluster, db *mongo.Database, rec *logRecord) *inProcess {
 	t.Helper()
-	nc, err := nats.Connect(cl.URLs(), nats.Name("jetfn"), nats.MaxReconnects(-1), nats.ReconnectWait(time.Second))
+	nc, err := nats.Connect(cl.URLs(), nats.Name("jetfn"), nats.MaxReconnects(-1), nats.ReconnectWait(time.Second),
+		nats.UserInfo("jetfn", "jetfn"))
 	if err != nil {
 		t.Fatal(err)
 	}

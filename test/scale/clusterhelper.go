@@ -12,6 +12,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetfn/jetfn/runtime"
 )
 
 // clusterName is the name every node of a test cluster shares.
@@ -27,6 +29,9 @@ const nodeReadyTimeout = 10 * time.Second
 type Cluster struct {
 	t     testing.TB
 	nodes []*Node
+	// admin is the user ConnectCluster connects as when the cluster has
+	// users (StartSecuredCluster); empty otherwise.
+	admin string
 }
 
 // Node is one server of a Cluster. Srv is nil while the node is stopped.
@@ -36,12 +41,45 @@ type Node struct {
 	clientPort  int
 	clusterPort int
 	routes      []string
+	users       []*server.User
 	Srv         *server.Server
 }
 
 // StartCluster starts n nodes, waits until JetStream has a meta leader and
 // every node is current, and stops them all when the test ends.
 func StartCluster(t testing.TB, n int) *Cluster {
+	t.Helper()
+	return startCluster(t, n, nil)
+}
+
+// StartSecuredCluster is StartCluster with two users on every node: "admin"
+// (password "admin"), allowed everything, and "jetfn" (password "jetfn")
+// with exactly the given permissions, as `jetfn permissions` prints them.
+func StartSecuredCluster(t testing.TB, n int, perms runtime.Permissions) *Cluster {
+	t.Helper()
+	users := []*server.User{
+		{Username: "admin", Password: "admin"},
+		{Username: "jetfn", Password: "jetfn", Permissions: serverPermissions(perms)},
+	}
+	c := startCluster(t, n, users)
+	c.admin = "admin"
+	return c
+}
+
+// serverPermissions turns generated permissions into nats-server's form.
+func serverPermissions(p runtime.Permissions) *server.Permissions {
+	sp := &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: p.Publish},
+		Subscribe: &server.SubjectPermission{Allow: p.Subscribe},
+	}
+	if p.AllowResponses {
+		sp.Response = &server.ResponsePermission{MaxMsgs: server.DEFAULT_ALLOW_RESPONSE_MAX_MSGS,
+			Expires: server.DEFAULT_ALLOW_RESPONSE_EXPIRATION}
+	}
+	return sp
+}
+
+func startCluster(t testing.TB, n int, users []*server.User) *Cluster {
 	t.Helper()
 	ports := freePorts(t, 2*n)
 	c := &Cluster{t: t}
@@ -54,7 +92,7 @@ func StartCluster(t testing.TB, n int) *Cluster {
 			Name:     fmt.Sprintf("n%d", i+1),
 			storeDir: filepath.Join(t.TempDir(), "js"),
 			// Clients on the first n ports, routes on the next n.
-			clientPort: ports[i], clusterPort: ports[n+i], routes: routes,
+			clientPort: ports[i], clusterPort: ports[n+i], routes: routes, users: users,
 		})
 	}
 	t.Cleanup(func() {
@@ -111,6 +149,7 @@ func (nd *Node) options() *server.Options {
 		Routes:     server.RoutesFromStr(strings.Join(nd.routes, ",")),
 		NoSigs:     true,
 		NoLog:      true,
+		Users:      nd.users,
 	}
 }
 
@@ -271,8 +310,11 @@ func replicasCurrent(ctx context.Context, js jetstream.JetStream, stream, consum
 // `jetfn run` does, and closes the connection when the test ends.
 func (c *Cluster) ConnectCluster(t testing.TB, name string) *nats.Conn {
 	t.Helper()
-	nc, err := nats.Connect(c.URLs(), nats.Name(name), nats.MaxReconnects(-1),
-		nats.ReconnectWait(100*time.Millisecond))
+	opts := []nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(100 * time.Millisecond)}
+	if c.admin != "" {
+		opts = append(opts, nats.UserInfo(c.admin, c.admin))
+	}
+	nc, err := nats.Connect(c.URLs(), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
