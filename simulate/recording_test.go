@@ -54,18 +54,7 @@ func startRecordingStack(t *testing.T) (string, *mongo.Database) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- rt.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	select {
-	case <-rt.Ready():
-	case err := <-done:
-		t.Fatalf("Run failed: %v", err)
-	}
+	runtimetest.RunInBackground(t, rt)
 	return ns.ClientURL(), db
 }
 

@@ -91,20 +91,7 @@ func (e *env) start(nc *nats.Conn) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- rt.Run(ctx) }()
-	e.t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	select {
-	case <-rt.Ready():
-	case err := <-done:
-		e.t.Fatalf("Run failed before ready: %v", err)
-	case <-time.After(30 * time.Second):
-		e.t.Fatal("runtime not ready")
-	}
+	runtimetest.RunInBackground(e.t, rt)
 }
 
 // publish stores each event on RECORDING without a message ID, so a

@@ -97,20 +97,7 @@ func startStack(t *testing.T, db *mongo.Database, m *runtime.Manifest) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- rt.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	select {
-	case <-rt.Ready():
-	case err := <-done:
-		t.Fatalf("Run failed before ready: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("runtime not ready")
-	}
+	runtimetest.RunInBackground(t, rt)
 	client, err := publish.Connect(ns.ClientURL(), testLogger())
 	if err != nil {
 		t.Fatal(err)

@@ -82,3 +82,34 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// Runner is what RunInBackground runs: a *runtime.Runtime. (An interface,
+// so the runtime package's own tests can use this package.)
+type Runner interface {
+	Run(ctx context.Context) error
+	Ready() <-chan struct{}
+}
+
+// RunInBackground runs r until the test ends and returns once it is ready;
+// it fails the test if Run ends first or is not ready within 30 seconds.
+func RunInBackground(t testing.TB, r Runner) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	var runErr error
+	go func() {
+		defer close(done)
+		runErr = r.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	select {
+	case <-r.Ready():
+	case <-done:
+		t.Fatalf("Run ended before the runtime was ready: %v", runErr)
+	case <-time.After(30 * time.Second):
+		t.Fatal("runtime not ready after 30s")
+	}
+}
