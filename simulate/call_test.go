@@ -42,19 +42,26 @@ functions:
 // runtime with summarize-session on them.
 func startCallStack(t *testing.T, m string) (string, *mongo.Database) {
 	t.Helper()
+	return startStack(t, m, runtime.Function{Name: summarizesession.Name, New: summarizesession.New})
+}
+
+// startStack starts embedded NATS and FerretDB and, when manifest is given,
+// a runtime with fn on them. It returns the NATS URL and a database of the
+// test's own.
+func startStack(t *testing.T, manifest string, fn runtime.Function) (string, *mongo.Database) {
+	t.Helper()
 	ns := runtimetest.StartNATS(t)
 	nc := runtimetest.Connect(t, ns.ClientURL())
 	_, client := runtimetest.StartMongo(t)
 	db := client.Database(strings.ReplaceAll(t.Name(), "/", "_"))
-	if m == "" {
+	if manifest == "" {
 		return ns.ClientURL(), db
 	}
-	manifest, err := runtime.ParseManifest([]byte(m))
+	m, err := runtime.ParseManifest([]byte(manifest))
 	if err != nil {
 		t.Fatal(err)
 	}
-	fns := []runtime.Function{{Name: summarizesession.Name, New: summarizesession.New}}
-	rt, err := runtime.New(nc, manifest, fns, runtime.WithMongo(db))
+	rt, err := runtime.New(nc, m, []runtime.Function{fn}, runtime.WithMongo(db))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,21 +41,7 @@ functions:
 // publish-recording-event on them.
 func startRecordingStack(t *testing.T) (string, *mongo.Database) {
 	t.Helper()
-	ns := runtimetest.StartNATS(t)
-	nc := runtimetest.Connect(t, ns.ClientURL())
-	_, client := runtimetest.StartMongo(t)
-	db := client.Database(strings.ReplaceAll(t.Name(), "/", "_"))
-	m, err := runtime.ParseManifest([]byte(recordingManifest))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fns := []runtime.Function{{Name: publishrecordingevent.Name, New: publishrecordingevent.New}}
-	rt, err := runtime.New(nc, m, fns, runtime.WithMongo(db))
-	if err != nil {
-		t.Fatal(err)
-	}
-	runtimetest.RunInBackground(t, rt)
-	return ns.ClientURL(), db
+	return startStack(t, recordingManifest, runtime.Function{Name: publishrecordingevent.Name, New: publishrecordingevent.New})
 }
 
 func TestRecording(t *testing.T) {
