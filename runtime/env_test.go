@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"os"
 	"strings"
@@ -182,22 +181,7 @@ func (e *testEnv) deadLetters(n int) []*jetstream.RawStreamMsg {
 	runtimetest.Eventually(e.t, 20*time.Second, "dead letters", func() bool {
 		return e.streamMsgs("DEADLETTER") >= uint64(n)
 	})
-	s, err := e.js.Stream(context.Background(), "DEADLETTER")
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	var out []*jetstream.RawStreamMsg
-	for seq := uint64(1); len(out) < n; seq++ {
-		m, err := s.GetMsg(context.Background(), seq)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue
-		}
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		out = append(out, m)
-	}
-	return out
+	return runtimetest.StreamMessages(e.t, e.js, "DEADLETTER")
 }
 
 // recorder is a handler that records each delivery and answers with the

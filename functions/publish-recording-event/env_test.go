@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -190,27 +189,7 @@ type notice struct {
 // streamMsgs returns every message stored on stream, in order.
 func (e *env) streamMsgs(stream string) []*jetstream.RawStreamMsg {
 	e.t.Helper()
-	ctx := context.Background()
-	s, err := e.js.Stream(ctx, stream)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	var out []*jetstream.RawStreamMsg
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
-		m, err := s.GetMsg(ctx, seq)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue
-		}
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		out = append(out, m)
-	}
-	return out
+	return runtimetest.StreamMessages(e.t, e.js, stream)
 }
 
 func (e *env) notices() []notice {

@@ -163,21 +163,8 @@ func (s *stack) findSummaries(conv, sess string) ([]events.Summary, error) {
 // for the session.
 func (s *stack) processed(conv, sess string) []*jetstream.RawStreamMsg {
 	s.t.Helper()
-	ctx := context.Background()
-	stream, err := s.js.Stream(ctx, "TRANSCRIPTION")
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	info, err := stream.Info(ctx)
-	if err != nil {
-		s.t.Fatal(err)
-	}
 	var out []*jetstream.RawStreamMsg
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
-		m, err := stream.GetMsg(ctx, seq)
-		if err != nil {
-			s.t.Fatal(err)
-		}
+	for _, m := range runtimetest.StreamMessages(s.t, s.js, "TRANSCRIPTION") {
 		var evt events.TranscriptProcessed
 		if m.Subject == events.TranscriptProcessedSubject && json.Unmarshal(m.Data, &evt) == nil &&
 			evt.ConversationID == conv && evt.SessionID == sess {

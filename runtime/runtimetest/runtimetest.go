@@ -5,11 +5,13 @@ package runtimetest
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
@@ -112,4 +114,31 @@ func RunInBackground(t testing.TB, r Runner) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("runtime not ready after 30s")
 	}
+}
+
+// StreamMessages returns every message stored on the stream, in sequence
+// order, skipping deleted ones.
+func StreamMessages(t testing.TB, js jetstream.JetStream, stream string) []*jetstream.RawStreamMsg {
+	t.Helper()
+	ctx := context.Background()
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*jetstream.RawStreamMsg
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, m)
+	}
+	return out
 }
