@@ -24,6 +24,15 @@ var (
 		"Messages on the stream the function's consumer has not delivered yet.", []string{"function"}, nil)
 	descAckPending = prometheus.NewDesc("jetfn_consumer_ack_pending",
 		"Messages delivered to the consumer (any instance) and not yet acknowledged.", []string{"function"}, nil)
+	descConsumerMissing = prometheus.NewDesc("jetfn_consumer_missing",
+		"1 while the function's durable consumer or its stream is missing on the server (nothing is handled), else 0.",
+		[]string{"function"}, nil)
+	descDuplicateOutputs = prometheus.NewDesc("jetfn_duplicate_outputs_total",
+		"Outputs the stream acknowledged as duplicates of an earlier message with the same ID.", []string{"function"}, nil)
+	descAbandoned = prometheus.NewDesc("jetfn_abandoned_total",
+		"Handler runs abandoned after the function's timeout (their messages settled as failures).", []string{"function"}, nil)
+	descAbandonedRunning = prometheus.NewDesc("jetfn_abandoned_running",
+		"Abandoned handler runs that have not returned yet.", []string{"function"}, nil)
 )
 
 // statsCollector turns a runtime.Stats snapshot into metrics at scrape time,
@@ -34,7 +43,8 @@ var _ prometheus.Collector = statsCollector{}
 
 func (statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descHandled, descOutcomes, descRedeliveries, descHeartbeats,
-		descBufferBeats, descInFlight, descPending, descAckPending} {
+		descBufferBeats, descInFlight, descPending, descAckPending, descConsumerMissing, descDuplicateOutputs,
+		descAbandoned, descAbandonedRunning} {
 		ch <- d
 	}
 }
@@ -57,6 +67,14 @@ func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descInFlight, float64(s.InFlight))
 		gauge(descPending, float64(s.NumPending))
 		gauge(descAckPending, float64(s.NumAckPending))
+		missing := 0.0
+		if s.ConsumerError != "" {
+			missing = 1
+		}
+		gauge(descConsumerMissing, missing)
+		counter(descDuplicateOutputs, s.DuplicateOutputs)
+		counter(descAbandoned, s.Abandoned)
+		gauge(descAbandonedRunning, float64(s.AbandonedRunning))
 	}
 }
 

@@ -13,10 +13,15 @@ import (
 	"github.com/jetfn/jetfn/runtime"
 )
 
-type fakeRuntime struct{ ready chan struct{} }
+type fakeRuntime struct {
+	ready                   chan struct{}
+	consumerErr, workersErr error
+}
 
-func (f fakeRuntime) Stats() []runtime.Stats { return nil }
-func (f fakeRuntime) Ready() <-chan struct{} { return f.ready }
+func (f fakeRuntime) Stats() []runtime.Stats  { return nil }
+func (f fakeRuntime) Ready() <-chan struct{}  { return f.ready }
+func (f fakeRuntime) ConsumerProblems() error { return f.consumerErr }
+func (f fakeRuntime) WorkersStuck() error     { return f.workersErr }
 
 type fakeConn bool
 
@@ -34,6 +39,7 @@ func TestReadyz(t *testing.T) {
 	tests := []struct {
 		name     string
 		ready    chan struct{}
+		rt       fakeRuntime
 		probes   Probes
 		wantCode int
 		wantBody []string
@@ -47,12 +53,18 @@ func TestReadyz(t *testing.T) {
 			wantCode: 503, wantBody: []string{"fail nats: not connected"}},
 		{name: "mongo down", ready: bound, probes: Probes{NATS: fakeConn(true), Mongo: fakeMongo{errors.New("no server")}},
 			wantCode: 503, wantBody: []string{"fail mongo: no server"}},
+		{name: "consumer missing", ready: bound, rt: fakeRuntime{consumerErr: errors.New("function fn: missing consumer fn")},
+			probes: Probes{NATS: fakeConn(true)}, wantCode: 503, wantBody: []string{"fail consumers: function fn: missing", "ok   workers"}},
+		{name: "every worker stuck", ready: bound, rt: fakeRuntime{workersErr: errors.New("function fn: 1 abandoned")},
+			probes: Probes{NATS: fakeConn(true)}, wantCode: 503, wantBody: []string{"fail workers: function fn", "ok   consumers"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.probes.PingTimeout = DefaultPingTimeout
 			rec := httptest.NewRecorder()
-			readyHandler(fakeRuntime{ready: tt.ready}, tt.probes)(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+			rt := tt.rt
+			rt.ready = tt.ready
+			readyHandler(rt, tt.probes)(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 			if rec.Code != tt.wantCode {
 				t.Errorf("code %d, want %d; body:\n%s", rec.Code, tt.wantCode, rec.Body)
 			}

@@ -25,6 +25,11 @@ const shutdownTimeout = 5 * time.Second
 type Runtime interface {
 	StatsSource
 	Ready() <-chan struct{}
+	// ConsumerProblems names functions whose consumer is missing.
+	ConsumerProblems() error
+	// WorkersStuck names functions whose every worker was taken by a
+	// handler abandoned after its timeout.
+	WorkersStuck() error
 }
 
 // Connection is the NATS connection: *nats.Conn.
@@ -131,6 +136,8 @@ func readiness(ctx context.Context, rt Runtime, p Probes) []check {
 	if p.NATS == nil || !p.NATS.IsConnected() {
 		checks[1].err = errors.New("not connected")
 	}
+	checks = append(checks, check{name: "consumers", err: rt.ConsumerProblems()},
+		check{name: "workers", err: rt.WorkersStuck()})
 	if p.Mongo != nil {
 		ctx, cancel := context.WithTimeout(ctx, p.PingTimeout)
 		defer cancel()

@@ -2,18 +2,15 @@ package runtime
 
 import (
 	"context"
-	"errors"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 )
 
-// active is one function in service: its binding's goroutine, its micro
-// service and its advisory subscription, and how to stop them.
+// active is one function in service: its binding's goroutine and its micro
+// service, and how to stop them.
 type active struct {
 	b      *binding
 	svc    micro.Service
-	sub    *nats.Subscription
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -28,14 +25,10 @@ func (r *Runtime) activate(ctx context.Context, spec FunctionSpec, m *Manifest) 
 	if err != nil {
 		return nil, err
 	}
-	sub, err := b.watchMaxDeliveries(r.nc)
-	if err != nil {
-		return nil, errors.Join(err, svc.Stop())
-	}
 	// The binding's own context: Run's ctx ends every binding at shutdown
 	// through stopAll, and Apply ends one at a time through stop.
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	a := &active{b: b, svc: svc, sub: sub, cancel: cancel, done: make(chan struct{})}
+	a := &active{b: b, svc: svc, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(a.done)
 		b.run(runCtx, r.opts.drainTimeout)
@@ -48,6 +41,5 @@ func (r *Runtime) activate(ctx context.Context, spec FunctionSpec, m *Manifest) 
 func (a *active) stop() {
 	a.cancel()
 	<-a.done
-	_ = a.sub.Unsubscribe()
 	_ = a.svc.Stop()
 }

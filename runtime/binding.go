@@ -26,16 +26,14 @@ const settleTimeout = 10 * time.Second
 //
 // One puller fetches messages into a buffer and `concurrency` workers handle
 // them. The puller asks for no more than concurrency plus the prefetch
-// allowance, and a keeper sends InProgress for buffered messages, so a
-// message never waits in the buffer long enough to be redelivered
-// (nats.go#1929): the ack-wait clock of a buffered message is reset like
-// that of a running one.
+// allowance, and a keeper sends InProgress for buffered messages as for
+// running ones, so a message never waits in the buffer long enough to be
+// redelivered (nats.go#1929).
 type binding struct {
 	spec      FunctionSpec
 	handler   Handler
 	js        jetstream.JetStream
-	stream    jetstream.Stream
-	consumer  jetstream.Consumer
+	consumer  *consumerHandle
 	dlSubject string
 	policy    retryPolicy
 	stats     *counters
@@ -57,49 +55,52 @@ func (b *binding) run(ctx context.Context, drainTimeout time.Duration) {
 	// Handlers outlive ctx: a shutdown must not cancel work in progress.
 	handlerCtx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHandlers()
-	held := newCredits()
-	buffer := make(chan *delivery, b.spec.Concurrency+b.maxPrefetch())
-	var workers, keeper sync.WaitGroup
+	w := &workers{b: b, stopping: ctx, handlerCtx: handlerCtx, held: newCredits(),
+		buffer: make(chan *delivery, b.spec.Concurrency+b.maxPrefetch())}
 	for range b.spec.Concurrency {
-		workers.Go(func() { b.work(ctx, handlerCtx, buffer, held) })
+		w.start(nil)
 	}
-	// The keeper outlives ctx: running handlers need heartbeats while the
-	// drain waits for them.
-	keeperCtx, stopKeeper := context.WithCancel(context.WithoutCancel(ctx))
-	keeper.Go(func() { b.keepAlive(keeperCtx) })
+	// The keeper and the consumer watch outlive ctx: running handlers need
+	// heartbeats (and a consumer) while the drain waits for them.
+	keepCtx, stopKeeping := context.WithCancel(context.WithoutCancel(ctx))
+	var keepers sync.WaitGroup
+	keepers.Go(func() { b.keepAlive(keepCtx, w) })
+	keepers.Go(func() { b.consumer.watch(keepCtx) })
 	defer func() {
-		stopKeeper()
-		keeper.Wait()
+		stopKeeping()
+		keepers.Wait()
 	}()
 	// Refill when half the allowance is free, or at once when no message
 	// waits for a worker: each pull is a request and a subscription, so
 	// pulling for every freed credit would cost more than the messages.
-	enough := func(free, limit int) bool { return 2*free >= limit || len(buffer) == 0 }
+	enough := func(free, limit int) bool { return 2*free >= limit || len(w.buffer) == 0 }
 	for {
-		free := held.take(ctx, b.pullLimit, enough)
+		free := w.held.take(ctx, b.pullLimit, enough)
 		if free == 0 {
 			break
 		}
-		b.fetch(ctx, free, buffer, held)
+		b.fetch(ctx, free, w.buffer, w.held)
 	}
 	if n := b.tracked.returnAll(stateBuffered, b.log); n > 0 {
 		b.stats.naked.Add(uint64(n))
 		b.log.Info("returned buffered messages for redelivery", "count", n)
 	}
-	close(buffer)
-	b.drain(&workers, drainTimeout, cancelHandlers)
+	close(w.buffer)
+	b.drain(w, drainTimeout, cancelHandlers)
 }
 
 // pullLimit is how many messages may be delivered and unsettled at once.
 func (b *binding) pullLimit() int { return b.spec.Concurrency + b.prefetch() }
 
 // fetch asks for up to free messages and buffers each one as it arrives.
-// Messages that arrive after the drain began are returned at once.
+// Messages that arrive after the drain began are returned at once. A pull
+// that fails asks the consumer watch to look: the consumer may be gone.
 func (b *binding) fetch(ctx context.Context, free int, buffer chan<- *delivery, held *credits) {
-	batch, err := b.consumer.Fetch(free, jetstream.FetchMaxWait(fetchWait))
+	batch, err := b.consumer.get().Fetch(free, jetstream.FetchMaxWait(fetchWait))
 	if err != nil {
 		held.release(free)
 		b.log.Warn("fetching messages", "err", err)
+		b.consumer.check()
 		pause(ctx, fetchWait)
 		return
 	}
@@ -116,6 +117,7 @@ func (b *binding) fetch(ctx context.Context, free int, buffer chan<- *delivery, 
 	held.release(free - got)
 	if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
 		b.log.Warn("pulling messages", "err", err)
+		b.consumer.check()
 		// The consumer leader moved (a cluster node stopped): the next pull
 		// reaches the new leader, so waiting would only stall the function.
 		if !errors.Is(err, jetstream.ErrServerShutdown) && !errors.Is(err, jetstream.ErrConsumerLeadershipChanged) {
@@ -124,46 +126,40 @@ func (b *binding) fetch(ctx context.Context, free int, buffer chan<- *delivery, 
 	}
 }
 
-// work handles buffered messages until the buffer is closed. Once stopping
-// is done it starts nothing more: it returns what it takes from the buffer,
-// as the drain does, so a shutdown never begins new work.
-func (b *binding) work(stopping, handlerCtx context.Context, buffer <-chan *delivery, held *credits) {
-	for d := range buffer {
-		switch {
-		case stopping.Err() != nil:
-			if d.move(stateBuffered, stateReturned) {
-				b.returnUnstarted(d.msg)
-			}
-		case b.tracked.start(d):
-			b.process(handlerCtx, d)
-		}
-		b.tracked.remove(d)
-		held.release(1)
-	}
-}
-
-// keepAlive sends the heartbeats until ctx is done: InProgress for a running
-// message every `heartbeat`, and for a buffered one every third of ackWait.
-// InProgress resets the server's ack-wait timer, so neither a long handler
-// nor a wait in the buffer gets a message redelivered. One ticker per
-// function, not a timer per message, keeps short handlers free of cost.
-func (b *binding) keepAlive(ctx context.Context) {
-	bufferedEvery := b.spec.AckWait / 3
-	if !b.bufferBeats {
-		bufferedEvery = 0
-	}
-	t := time.NewTicker(min(b.spec.AckWait/3, b.spec.Heartbeat) / 2)
+// keepAlive runs the keeper until ctx is done. Every tick it sends
+// InProgress for each held message, buffered or running, whose server
+// timer was last reset `heartbeat` minus a tick ago: InProgress resets the
+// server's ack-wait timer, so the timer never runs longer than heartbeat
+// (at most ackWait/2) plus however late the tick is. It also abandons a
+// running handler past the function's timeout. One ticker per function,
+// not a timer per message, keeps short handlers free of cost.
+func (b *binding) keepAlive(ctx context.Context, w *workers) {
+	tick := b.keepTick()
+	t := time.NewTicker(tick)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			running, buffered := b.tracked.beat(b.spec.Heartbeat, bufferedEvery)
-			b.stats.heartbeats.Add(uint64(running))
-			b.stats.bufferBeats.Add(uint64(buffered))
+			res := b.tracked.keep(b.spec.Heartbeat-tick, b.bufferBeats)
+			b.stats.heartbeats.Add(uint64(res.running))
+			b.stats.bufferBeats.Add(uint64(res.buffered))
+			for _, d := range res.overdue {
+				w.abandon(d)
+			}
 		}
 	}
+}
+
+// keepTick is a quarter of the heartbeat (or of the timeout, if shorter),
+// so beats and abandonments happen within a quarter of their interval.
+func (b *binding) keepTick() time.Duration {
+	every := b.spec.Heartbeat
+	if b.spec.Timeout > 0 {
+		every = min(every, b.spec.Timeout)
+	}
+	return max(every/4, time.Millisecond)
 }
 
 func (b *binding) returnUnstarted(m jetstream.Msg) {
@@ -174,14 +170,30 @@ func (b *binding) returnUnstarted(m jetstream.Msg) {
 	b.stats.naked.Add(1)
 }
 
-// process handles one delivery, then settles it. The keeper heartbeats it
-// while the handler runs.
-func (b *binding) process(ctx context.Context, d *delivery) {
+// process handles one delivery on worker s, then settles it, and returns
+// the state it left the delivery in. The keeper heartbeats it while the
+// handler runs, and abandons it if the handler outlives the timeout.
+func (b *binding) process(ctx context.Context, d *delivery, s *slot) deliveryState {
 	m := d.msg
 	msg, err := toMsg(m)
 	if err != nil {
 		b.log.Error("reading message metadata", "err", err)
-		return
+		return stateSettled
+	}
+	var deadline time.Time
+	if b.spec.Timeout > 0 {
+		deadline = time.Now().Add(b.spec.Timeout)
+	}
+	if !b.tracked.start(d, msg, deadline, s) {
+		return stateReturned // the drain took it
+	}
+	if msg.NumDelivered > uint64(b.spec.MaxDeliver) {
+		// Every allowed delivery ended without a result: the consumer has
+		// one delivery more than maxDeliver for exactly this.
+		if b.tracked.finish(d) {
+			b.deadLetter(m, msg, errExhausted(b.spec.MaxDeliver))
+		}
+		return stateSettled
 	}
 	b.stats.inFlight.Add(1)
 	defer b.stats.inFlight.Add(-1)
@@ -200,9 +212,23 @@ func (b *binding) process(ctx context.Context, d *delivery) {
 	}
 	b.stats.handled.Add(1)
 	if !b.tracked.finish(d) {
-		return // the drain already returned this message
+		// The drain returned it, or the keeper abandoned it and a new
+		// worker settled it; this late result is dropped.
+		if deliveryState(d.state.Load()) == stateAbandoned {
+			b.stats.abandonedRunning.Add(-1)
+			return stateAbandoned
+		}
+		return stateReturned
 	}
 	b.settle(m, msg, herr)
+	return stateSettled
+}
+
+// errExhausted is the reason of a dead letter whose every allowed delivery
+// ended without a handler result.
+func errExhausted(maxDeliver int) error {
+	return fmt.Errorf("delivered %d times (maxDeliver) without a handler result: the process of the "+
+		"last delivery stopped, or its handler outlived ackWait, or its dead-letter publish failed", maxDeliver)
 }
 
 // msgLog is the logger for lines about one message. It is built only when
@@ -211,9 +237,12 @@ func (b *binding) msgLog(msg Msg) *slog.Logger {
 	return b.log.With("stream_seq", msg.StreamSequence, "num_delivered", msg.NumDelivered)
 }
 
-// call runs the handler with the manifest's timeout and turns a panic into
-// an error, so one bad message cannot take the process down.
+// call runs the handler with the manifest's timeout (its context is
+// cancelled then; the keeper abandons a handler that ignores that) and
+// turns a panic into an error, so one bad message cannot take the process
+// down.
 func (b *binding) call(ctx context.Context, msg Msg) (err error) {
+	ctx = withNumDelivered(ctx, msg.NumDelivered)
 	if b.spec.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, b.spec.Timeout)
@@ -258,8 +287,9 @@ func (b *binding) nak(m jetstream.Msg, delay time.Duration, log *slog.Logger) {
 }
 
 // deadLetter stores the message on the dead-letter stream, then Terms it.
-// If the store fails the message is kept: it is Nak'd, and on its last
-// delivery the max-deliveries advisory dead-letters it later.
+// If the store fails the message is kept: it is Nak'd with the backoff, and
+// a later delivery tries again (past maxDeliver, without the handler), so a
+// dead-letter outage delays the record but never loses the message.
 func (b *binding) deadLetter(m jetstream.Msg, msg Msg, cause error) {
 	log := b.msgLog(msg)
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
@@ -285,24 +315,15 @@ func (b *binding) deadLetter(m jetstream.Msg, msg Msg, cause error) {
 
 // drain waits for the workers up to timeout, then returns the messages
 // still running to the stream and cancels their handlers.
-func (b *binding) drain(wg *sync.WaitGroup, timeout time.Duration, cancelHandlers context.CancelFunc) {
-	done := make(chan struct{})
-	go func() {
-		wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
+func (b *binding) drain(w *workers, timeout time.Duration, cancelHandlers context.CancelFunc) {
+	if w.wait(timeout) {
 		return
-	case <-time.After(timeout):
 	}
 	n := b.tracked.returnAll(stateRunning, b.log)
 	b.stats.naked.Add(uint64(n))
 	b.log.Warn("drain timed out; returned in-flight messages for redelivery", "count", n)
 	cancelHandlers()
-	select {
-	case <-done:
-	case <-time.After(fetchWait):
+	if !w.wait(fetchWait) {
 		b.log.Warn("handlers ignored cancellation; leaving them behind")
 	}
 }

@@ -35,11 +35,18 @@ type deadLetter struct {
 	reason       string
 }
 
-// msgID is <stream>:<sequence>: the stream drops a second dead letter for
-// the same message, so a crash in the middle of dead-lettering, or the
-// advisory route racing the handler route, cannot make two.
+// msgID is <function>:<stream>:<sequence>: the stream drops a second dead
+// letter of one function for the same message, so a crash in the middle of
+// dead-lettering cannot make two, while two functions reading one stream
+// each keep a record of their own.
 func (d deadLetter) msgID() string {
-	return d.stream + ":" + strconv.FormatUint(d.sequence, 10)
+	return DeadLetterMsgID(d.function, d.stream, d.sequence)
+}
+
+// DeadLetterMsgID is the Nats-Msg-Id of a function's dead letter for the
+// message at sequence seq of stream.
+func DeadLetterMsgID(function, stream string, seq uint64) string {
+	return function + ":" + stream + ":" + strconv.FormatUint(seq, 10)
 }
 
 func (d deadLetter) natsMsg(subject string) *nats.Msg {

@@ -32,6 +32,12 @@ var ErrShortWindow = errors.New("duplicate window shorter than the redelivery ho
 // manifest.
 var ErrUndeclaredOutput = errors.New("publish to an undeclared output")
 
+// ErrHandlerTimeout is the failure recorded for a handler run that
+// outlived the function's timeout and ignored its cancelled context: the
+// runtime settles its message without waiting for it (retry with backoff,
+// dead letter on the last attempt).
+var ErrHandlerTimeout = errors.New("handler timed out")
+
 // ErrServerRefused is returned when the NATS server refuses a stream or
 // consumer that the manifest declares, for example a change of storage type.
 var ErrServerRefused = errors.New("server refused the manifest")

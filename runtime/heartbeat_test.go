@@ -75,25 +75,53 @@ func (m *beatCounter) InProgress() error {
 	return nil
 }
 
-func TestTrackerBeat(t *testing.T) {
+func TestTrackerKeep(t *testing.T) {
 	var tr tracker
-	running, buffered, settled, fresh := &beatCounter{}, &beatCounter{}, &beatCounter{}, &beatCounter{}
+	running, buffered, settled, fresh, overdue := &beatCounter{}, &beatCounter{}, &beatCounter{}, &beatCounter{}, &beatCounter{}
 	old := time.Now().Add(-time.Hour)
 	for _, c := range []struct {
-		msg   *beatCounter
-		state deliveryState
-		last  time.Time
-	}{{running, stateRunning, old}, {buffered, stateBuffered, old}, {settled, stateSettled, old}, {fresh, stateRunning, time.Now()}} {
+		msg      *beatCounter
+		state    deliveryState
+		last     time.Time
+		deadline time.Time
+	}{
+		{running, stateRunning, old, time.Now().Add(time.Hour)},
+		{buffered, stateBuffered, old, time.Time{}},
+		{settled, stateSettled, old, time.Time{}},
+		{fresh, stateRunning, time.Now(), time.Time{}},
+		{overdue, stateRunning, old, old},
+	} {
 		d := tr.add(c.msg)
 		d.state.Store(int32(c.state))
-		d.lastBeat = c.last
+		d.lastBeat, d.deadline = c.last, c.deadline
 	}
-	gotRunning, gotBuffered := tr.beat(time.Minute, time.Minute)
-	if gotRunning != 1 || gotBuffered != 1 || running.beats != 1 || buffered.beats != 1 || settled.beats != 0 || fresh.beats != 0 {
-		t.Fatalf("beat = %d running, %d buffered; beats %d %d %d %d; want only the due running and buffered ones",
-			gotRunning, gotBuffered, running.beats, buffered.beats, settled.beats, fresh.beats)
+	got := tr.keep(time.Minute, true)
+	if got.running != 1 || got.buffered != 1 || running.beats != 1 || buffered.beats != 1 ||
+		settled.beats != 0 || fresh.beats != 0 || overdue.beats != 0 || len(got.overdue) != 1 {
+		t.Fatalf("keep = %+v; beats %d %d %d %d %d; want the due running and buffered ones beaten and the overdue one abandoned",
+			got, running.beats, buffered.beats, settled.beats, fresh.beats, overdue.beats)
 	}
-	if r, b := tr.beat(time.Minute, 0); r != 0 || b != 0 {
-		t.Fatalf("second beat right away = %d, %d; want none due (and buffered beats off)", r, b)
+	if s := deliveryState(got.overdue[0].state.Load()); s != stateAbandoned {
+		t.Errorf("overdue delivery state %d, want abandoned", s)
+	}
+	if again := tr.keep(time.Minute, false); again.running != 0 || again.buffered != 0 || len(again.overdue) != 0 {
+		t.Fatalf("second keep right away = %+v; want nothing due (and buffered beats off)", again)
+	}
+}
+
+// TestTrackerStartKeepsBeatClock: starting a buffered message must not
+// move its beat clock. The server's timer has run since the last
+// InProgress; before the fix start reset the clock without sending one,
+// so the first running beat came a whole heartbeat after the start.
+func TestTrackerStartKeepsBeatClock(t *testing.T) {
+	var tr tracker
+	m := &beatCounter{}
+	d := tr.add(m)
+	d.lastBeat = time.Now().Add(-time.Minute)
+	if !tr.start(d, Msg{}, time.Time{}, nil) {
+		t.Fatal("start refused a buffered delivery")
+	}
+	if got := tr.keep(time.Minute, false); got.running != 1 || m.beats != 1 {
+		t.Fatalf("keep right after start = %+v, beats %d; want the message beaten now", got, m.beats)
 	}
 }

@@ -16,15 +16,18 @@ type Horizon struct {
 	Stream string
 	Window time.Duration
 	// The parts: how long every instance may be down, the waits before
-	// the redeliveries, and the handler's own time limit.
+	// the redeliveries, and the handler's own time limit per delivery.
 	MaxOutage    time.Duration
 	Redeliveries time.Duration
 	Timeout      time.Duration
 	MaxDeliver   int
 }
 
-// Total is the horizon itself.
-func (h Horizon) Total() time.Duration { return h.MaxOutage + h.Redeliveries + h.Timeout }
+// Total is the horizon itself. Every delivery may run its handler for up to
+// the timeout before it is settled, so the timeout counts once per delivery.
+func (h Horizon) Total() time.Duration {
+	return h.MaxOutage + h.Redeliveries + time.Duration(h.MaxDeliver)*h.Timeout
+}
 
 // MinWindow is the smallest duplicate window that passes: twice the
 // horizon, the margin jetstream-exactly-once.txt asks for.
@@ -78,10 +81,10 @@ func (m *Manifest) CheckDuplicateWindows() error {
 func (h Horizon) explain() string {
 	return fmt.Sprintf("stream %s keeps message IDs for %s (duplicates), but function %s may publish "+
 		"the same output up to %s after a message's first delivery: maxOutage %s + %d deliveries "+
-		"waiting up to %s in all for redelivery (ackWait or backoff) + timeout %s. A redelivery that "+
+		"waiting up to %s in all for redelivery (ackWait or backoff) + %d × timeout %s. A redelivery that "+
 		"comes after the window has forgotten the first publish's Nats-Msg-Id, so it stores a second "+
 		"message, as the field report's 2-minute window did after a 130s outage. Set duplicates on "+
 		"%s to at least %s (twice the horizon), or lower maxOutage; --allow-short-window accepts the risk.",
-		h.Stream, h.Window, h.Function, h.Total(), h.MaxOutage, h.MaxDeliver, h.Redeliveries, h.Timeout,
+		h.Stream, h.Window, h.Function, h.Total(), h.MaxOutage, h.MaxDeliver, h.Redeliveries, h.MaxDeliver, h.Timeout,
 		h.Stream, h.MinWindow())
 }

@@ -56,8 +56,8 @@ type FunctionSpec struct {
 	// before it redelivers.
 	AckWait    time.Duration `yaml:"ackWait"`
 	MaxDeliver int           `yaml:"maxDeliver"`
-	// Heartbeat is how often a running handler's message gets InProgress;
-	// it must be below AckWait (default AckWait/3).
+	// Heartbeat is how often a held message, running or buffered, gets
+	// InProgress; at most AckWait/2 (default AckWait/3).
 	Heartbeat time.Duration `yaml:"heartbeat"`
 	// Backoff is the redelivery delay after the n-th failed attempt; the
 	// last entry repeats. Empty means a failed message comes back after
@@ -72,7 +72,11 @@ type FunctionSpec struct {
 	// MaxPayload is the largest payload in bytes the function accepts
 	// (default 1 MiB); a larger one is dead-lettered without being decoded.
 	MaxPayload int `yaml:"maxPayload"`
-	// Timeout cancels a handler's context; zero means no limit.
+	// Timeout is a handler run's hard budget (default DefaultTimeout): its
+	// context is cancelled then, and a handler still running a tick later
+	// is abandoned: the message is settled as a failed attempt (retried
+	// with backoff, dead-lettered on the last), its worker is replaced,
+	// and the run counts as abandoned.
 	Timeout time.Duration `yaml:"timeout"`
 	// Outputs are the subjects the function publishes to and the streams
 	// that store them. The runtime's publisher refuses any other subject,
@@ -111,6 +115,7 @@ const (
 	DefaultDeadLetter    = "DEADLETTER"
 	DefaultDeadPrefix    = "deadletter"
 	DefaultMaxOutage     = time.Hour
+	DefaultTimeout       = 5 * time.Minute
 )
 
 // LoadManifest reads and parses the manifest at path. It does not validate
@@ -190,6 +195,9 @@ func (f *FunctionSpec) applyDefaults() {
 	}
 	if f.MaxOutage == 0 {
 		f.MaxOutage = DefaultMaxOutage
+	}
+	if f.Timeout == 0 {
+		f.Timeout = DefaultTimeout
 	}
 	if f.MaxAckPending == 0 {
 		f.MaxAckPending = max(DefaultMaxAckPending, f.Concurrency)

@@ -54,7 +54,7 @@ func TestDeadLetterHeaders(t *testing.T) {
 	d := deadLetter{function: "fn", stream: "TEST", subject: "test.in", sequence: 7, numDelivered: 5, reason: "boom\nagain",
 		header: map[string][]string{"Nats-Msg-Id": {"orig-1"}, "Nats-Expected-Stream": {"TEST"}, "X-Trace": {"t1"}}}
 	h := d.natsMsg("deadletter.fn").Header
-	want := map[string]string{"Nats-Msg-Id": "TEST:7", HeaderOriginalMsgID: "orig-1", "X-Trace": "t1",
+	want := map[string]string{"Nats-Msg-Id": "fn:TEST:7", HeaderOriginalMsgID: "orig-1", "X-Trace": "t1",
 		HeaderNumDelivered: "5", HeaderError: "boom again", "Nats-Expected-Stream": ""}
 	for k, v := range want {
 		if got := h.Get(k); got != v {

@@ -26,9 +26,8 @@ type PermissionOptions struct {
 }
 
 // Permissions lists what an instance running m needs: per function the pull
-// (MSG.NEXT), ack and info APIs of its consumer, the stream lookup and
-// message get (for the max-deliveries route), its outputs and dead-letter
-// subject, the advisory it watches and its micro subjects.
+// (MSG.NEXT), ack and info APIs of its consumer, the stream lookup, its
+// outputs and dead-letter subject and its micro subjects.
 func (m *Manifest) Permissions(o PermissionOptions) Permissions {
 	inbox := o.InboxPrefix
 	if inbox == "" {
@@ -39,10 +38,10 @@ func (m *Manifest) Permissions(o PermissionOptions) Permissions {
 	for _, f := range m.Functions {
 		s, d := f.Stream, f.Durable
 		pub.add("$JS.API.CONSUMER.MSG.NEXT."+s+"."+d, "$JS.ACK."+s+"."+d+".>",
-			"$JS.API.CONSUMER.INFO."+s+"."+d, "$JS.API.STREAM.INFO."+s, "$JS.API.STREAM.MSG.GET."+s,
+			"$JS.API.CONSUMER.INFO."+s+"."+d, "$JS.API.STREAM.INFO."+s,
 			m.DeadLetterSubject(f.Name))
 		pub.add(f.OutputSubjects()...)
-		sub.add(maxDeliveriesSubject(s, d), "$SRV.*."+f.Name, "$SRV.*."+f.Name+".*", StatusSubject(f.Name))
+		sub.add("$SRV.*."+f.Name, "$SRV.*."+f.Name+".*", StatusSubject(f.Name))
 		if o.Provision {
 			pub.add("$JS.API.CONSUMER.CREATE."+s+"."+d, "$JS.API.CONSUMER.CREATE."+s+"."+d+".>")
 		}

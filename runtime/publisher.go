@@ -3,12 +3,14 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// jsPublisher is the Publisher the runtime gives functions.
+// jsPublisher is the Publisher for callers outside the runtime: the message
+// ID is used as given.
 type jsPublisher struct {
 	js jetstream.JetStream
 }
@@ -16,7 +18,8 @@ type jsPublisher struct {
 var _ Publisher = jsPublisher{}
 
 // NewPublisher returns a Publisher on js, for callers outside the runtime
-// (publishers, tools) that want the same message-ID rules.
+// (publishers, tools) that want the same timeout and message-ID rules. Their
+// IDs are used as given; only a function's outputs are scoped (OutputMsgID).
 func NewPublisher(js jetstream.JetStream) Publisher { return jsPublisher{js: js} }
 
 // publishTimeout bounds one publish. jetstream.Publish waits for the PubAck
@@ -31,30 +34,83 @@ const publishTimeout = 5 * time.Second
 // window is acknowledged too (and dropped by the stream), so a retried
 // publish succeeds without storing a second message.
 func (p jsPublisher) Publish(ctx context.Context, subject string, data []byte, msgID string) error {
+	_, err := publishAcked(ctx, p.js, subject, data, msgID)
+	return err
+}
+
+func publishAcked(ctx context.Context, js jetstream.JetStream, subject string, data []byte, msgID string) (*jetstream.PubAck, error) {
 	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
 	defer cancel()
 	var opts []jetstream.PublishOpt
 	if msgID != "" {
 		opts = append(opts, jetstream.WithMsgID(msgID))
 	}
-	if _, err := p.js.Publish(ctx, subject, data, opts...); err != nil {
-		return fmt.Errorf("publishing to %s: %w", subject, err)
+	ack, err := js.Publish(ctx, subject, data, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("publishing to %s: %w", subject, err)
 	}
-	return nil
+	return ack, nil
+}
+
+// OutputMsgID is the Nats-Msg-Id of a function's output:
+// "jetfn:<function>:<subject>:<key>", where key is the ID the function
+// passed to Publish. A stream remembers message IDs across all its
+// subjects, so a bare key could be the very ID an input publisher chose
+// (TRANSCRIPTION stores session-ended and transcript.processed alike) and
+// the stream would drop the output as its duplicate. Scoped, no ID another
+// publisher picks by its own rules can collide, while a retry of the same
+// output still dedups.
+func OutputMsgID(function, subject, key string) string {
+	return "jetfn:" + function + ":" + subject + ":" + key
 }
 
 // outputPublisher is the Publisher a function gets: it refuses subjects
-// outside the function's declared outputs.
+// outside the function's declared outputs, scopes every message ID with
+// OutputMsgID, and counts the outputs the stream dropped as duplicates.
 type outputPublisher struct {
-	inner    Publisher
+	js       jetstream.JetStream
 	function string
 	outputs  []string
+	stats    *counters
+	log      *slog.Logger
 }
 
-func (p outputPublisher) Publish(ctx context.Context, subject string, data []byte, msgID string) error {
+var _ Publisher = outputPublisher{}
+
+func (p outputPublisher) Publish(ctx context.Context, subject string, data []byte, key string) error {
 	if !coveredByAny(subject, p.outputs) {
 		return Permanent(fmt.Errorf("%w: function %s publishes only to %v (manifest outputs), not %s",
 			ErrUndeclaredOutput, p.function, p.outputs, subject))
 	}
-	return p.inner.Publish(ctx, subject, data, msgID)
+	msgID := ""
+	if key != "" {
+		msgID = OutputMsgID(p.function, subject, key)
+	}
+	ack, err := publishAcked(ctx, p.js, subject, data, msgID)
+	if err != nil || !ack.Duplicate {
+		return err
+	}
+	p.stats.duplicateOutputs.Add(1)
+	// A redelivery's output is expected to be a duplicate; a first
+	// delivery's is not: another message with the same key, or a publisher
+	// that reused a jetfn ID, got there first.
+	if numDelivered(ctx) == 1 {
+		p.log.Warn("output of a first delivery was a duplicate; the stream kept the earlier message with this ID",
+			"subject", subject, "msg_id", msgID)
+	}
+	return nil
+}
+
+// deliveryKey carries the delivery count of the message a handler runs for,
+// so the Publisher can tell a first delivery's output from a retry's.
+type deliveryKey struct{}
+
+func withNumDelivered(ctx context.Context, n uint64) context.Context {
+	return context.WithValue(ctx, deliveryKey{}, n)
+}
+
+// numDelivered is 0 outside a handler run.
+func numDelivered(ctx context.Context) uint64 {
+	n, _ := ctx.Value(deliveryKey{}).(uint64)
+	return n
 }

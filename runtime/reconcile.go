@@ -82,6 +82,13 @@ func streamDiff(have, want jetstream.StreamConfig) string {
 // The consumer gets no server-side BackOff: the server would replace
 // AckWait with BackOff[0], which breaks the heartbeat timing. The runtime
 // applies the backoff itself with NakWithDelay.
+//
+// Nor does it get the server's MaxDeliver: the server would drop a message
+// whose last allowed delivery died with its process, saying so only in a
+// core-NATS advisory that is lost when no instance listens. With the
+// server's limit off, such a message comes once more, and the runtime
+// dead-letters it without running the handler (binding.process). The
+// manifest's maxDeliver is kept in the consumer's metadata.
 func consumerConfig(f FunctionSpec) jetstream.ConsumerConfig {
 	cfg := jetstream.ConsumerConfig{
 		Durable:       f.Durable,
@@ -89,7 +96,7 @@ func consumerConfig(f FunctionSpec) jetstream.ConsumerConfig {
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckWait:       f.AckWait,
-		MaxDeliver:    f.MaxDeliver,
+		MaxDeliver:    -1,
 		MaxAckPending: f.MaxAckPending,
 		Metadata:      consumerMetadata(f),
 	}
@@ -104,7 +111,8 @@ func consumerConfig(f FunctionSpec) jetstream.ConsumerConfig {
 // consumerMetadata names the function and carries its monitor thresholds
 // in the keys natscli's consumer check reads.
 func consumerMetadata(f FunctionSpec) map[string]string {
-	md := map[string]string{"jetfn.function": f.Name, "jetfn.version": f.Version}
+	md := map[string]string{"jetfn.function": f.Name, "jetfn.version": f.Version,
+		"jetfn.max_deliver": strconv.Itoa(f.MaxDeliver)}
 	m := f.Monitor
 	if m == nil {
 		return md
@@ -130,9 +138,15 @@ func consumerMetadata(f FunctionSpec) map[string]string {
 	return md
 }
 
-// ensureConsumer creates or updates the function's durable consumer.
+// ensureConsumer creates or updates the function's durable consumer. An
+// existing consumer keeps where it starts (a consumer recreated after a
+// deletion starts after its old ack floor), which the server cannot change.
 func ensureConsumer(ctx context.Context, stream jetstream.Stream, f FunctionSpec) (jetstream.Consumer, error) {
 	want := consumerConfig(f)
+	if existing, err := stream.Consumer(ctx, f.Durable); err == nil {
+		have := existing.CachedInfo().Config
+		want.DeliverPolicy, want.OptStartSeq, want.OptStartTime = have.DeliverPolicy, have.OptStartSeq, have.OptStartTime
+	}
 	c, err := stream.CreateOrUpdateConsumer(ctx, want)
 	if err == nil {
 		return c, nil
@@ -147,7 +161,7 @@ func ensureConsumer(ctx context.Context, stream jetstream.Stream, f FunctionSpec
 func consumerDiff(have, want jetstream.ConsumerConfig) string {
 	var d differ
 	d.field("ackWait", have.AckWait, want.AckWait)
-	d.field("maxDeliver", have.MaxDeliver, want.MaxDeliver)
+	d.field("maxDeliver (jetfn counts it; the server's is unlimited)", have.MaxDeliver, want.MaxDeliver)
 	d.field("maxAckPending", have.MaxAckPending, want.MaxAckPending)
 	d.field("subject", append([]string{have.FilterSubject}, have.FilterSubjects...),
 		append([]string{want.FilterSubject}, want.FilterSubjects...))

@@ -77,12 +77,12 @@ func TestConsumerMatchesManifest(t *testing.T) {
 	env.start(testManifest(t, "    ackWait: 6s\n    maxDeliver: 4\n    concurrency: 3\n    maxAckPending: 50\n"+
 		"    monitor: {ackPendingCritical: 40, lastAckCritical: 15m}\n"), &recorder{})
 	cfg := env.consumerInfo("TEST", "fn").Config
-	if cfg.AckWait != 6*time.Second || cfg.MaxDeliver != 4 || cfg.MaxAckPending != 50 ||
+	if cfg.AckWait != 6*time.Second || cfg.MaxDeliver != -1 || cfg.MaxAckPending != 50 ||
 		cfg.AckPolicy != jetstream.AckExplicitPolicy || cfg.FilterSubject != "test.in" || cfg.Durable != "fn" {
 		t.Fatalf("consumer config %+v does not match the manifest", cfg)
 	}
 	for k, want := range map[string]string{"io.nats.monitor.enabled": "true", "io.nats.monitor.outstanding-ack-critical": "40",
-		"io.nats.monitor.last-ack-critical": "15m0s", "jetfn.function": "fn"} {
+		"io.nats.monitor.last-ack-critical": "15m0s", "jetfn.function": "fn", "jetfn.max_deliver": "4"} {
 		if got := cfg.Metadata[k]; got != want {
 			t.Errorf("consumer metadata %s = %q, want %q", k, got, want)
 		}

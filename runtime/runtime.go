@@ -227,10 +227,11 @@ func (r *Runtime) currentManifest() *Manifest {
 // bind constructs the function's handler and its consumer.
 func (r *Runtime) bind(ctx context.Context, spec FunctionSpec, m *Manifest) (*binding, error) {
 	log := r.opts.log.With("function", spec.Name)
+	stats := &counters{}
 	handler, err := r.functions[spec.Name](Deps{
 		Logger:    log,
 		Config:    spec.Config,
-		Publisher: outputPublisher{inner: jsPublisher{js: r.js}, function: spec.Name, outputs: spec.OutputSubjects()},
+		Publisher: outputPublisher{js: r.js, function: spec.Name, outputs: spec.OutputSubjects(), stats: stats, log: log},
 		Mongo:     r.opts.mongo,
 	})
 	if err != nil {
@@ -244,11 +245,14 @@ func (r *Runtime) bind(ctx context.Context, spec FunctionSpec, m *Manifest) (*bi
 	if err != nil {
 		return nil, err
 	}
+	streamSpec, _ := m.Stream(spec.Stream)
 	return &binding{
-		spec: spec, handler: handler, js: r.js, stream: stream, consumer: consumer,
+		spec: spec, handler: handler, js: r.js,
+		consumer: newConsumerHandle(r.js, spec, streamSpec, !r.opts.noProvision, log,
+			consumer, stream.CachedInfo().Created),
 		dlSubject:   m.DeadLetterSubject(spec.Name),
 		policy:      retryPolicy{maxDeliver: spec.MaxDeliver, backoff: spec.Backoff, ackWait: spec.AckWait},
-		stats:       &counters{},
+		stats:       stats,
 		log:         log,
 		bufferBeats: !r.opts.noBufferBeats,
 		observe:     r.opts.observe,
@@ -278,6 +282,12 @@ func (r *Runtime) consumer(ctx context.Context, stream jetstream.Stream, spec Fu
 	c, err := stream.Consumer(ctx, spec.Durable)
 	if err != nil {
 		return nil, fmt.Errorf("looking up consumer %s (provisioning is off): %w", spec.Durable, err)
+	}
+	if n := c.CachedInfo().Config.MaxDeliver; n > 0 {
+		return nil, fmt.Errorf("%w: consumer %s has max_deliver %d on the server; jetfn counts maxDeliver itself "+
+			"and needs the server's unlimited (-1), so that a message whose last allowed delivery died with "+
+			"its process comes once more to be dead-lettered instead of being dropped: `nats consumer edit %s %s --max-deliver=-1`",
+			ErrServerRefused, spec.Durable, n, spec.Stream, spec.Durable)
 	}
 	return c, nil
 }

@@ -68,9 +68,14 @@ func (b *binding) status() Stats {
 			s.ManifestRefused = *note
 		}
 	}
+	s.Concurrency = b.spec.Concurrency
+	if err := b.consumer.err(); err != nil {
+		s.ConsumerError = err.Error()
+		return s
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), consumerInfoTimeout)
 	defer cancel()
-	if info, err := b.consumer.Info(ctx); err == nil {
+	if info, err := b.consumer.get().Info(ctx); err == nil {
 		s.NumPending = info.NumPending
 		s.NumAckPending = info.NumAckPending
 	}

@@ -21,23 +21,32 @@ const (
 	stateSettled
 	// stateReturned: given back with a Nak by the drain.
 	stateReturned
+	// stateAbandoned: its handler outlived the function's timeout; the
+	// message is settled as a failure without waiting for it.
+	stateAbandoned
 )
 
 // delivery is one message between its pull and its settlement. Its state
 // moves by compare-and-swap only, so a message is settled once: by its
-// handler or by the drain, never both.
+// handler, by the keeper that abandons it, or by the drain, never twice.
 type delivery struct {
-	msg      jetstream.Msg
-	state    atomic.Int32
-	lastBeat time.Time // guarded by tracker.mu; when the message was last kept alive
+	msg   jetstream.Msg
+	state atomic.Int32
+	// Guarded by tracker.mu. lastBeat is when the server's ack-wait timer
+	// was last reset: the pull, then every InProgress. The rest is set
+	// when a worker starts it.
+	lastBeat time.Time
+	deadline time.Time
+	meta     Msg
+	slot     *slot
 }
 
 func (d *delivery) move(from, to deliveryState) bool {
 	return d.state.CompareAndSwap(int32(from), int32(to))
 }
 
-// tracker holds every delivery not yet settled, for the buffer keeper and
-// for the drain.
+// tracker holds every delivery not yet settled, for the keeper and for the
+// drain.
 type tracker struct {
 	mu sync.Mutex
 	m  map[*delivery]struct{}
@@ -60,50 +69,61 @@ func (t *tracker) remove(d *delivery) {
 	t.mu.Unlock()
 }
 
-// start moves a buffered delivery to running; false if the drain took it.
-func (t *tracker) start(d *delivery) bool {
+// start moves a buffered delivery to running on worker s, to be abandoned
+// after deadline (never, if zero); false if the drain took it. It leaves
+// lastBeat alone: the server's timer has run since the last InProgress,
+// whatever the worker does, so the keeper must beat it on that clock.
+func (t *tracker) start(d *delivery, meta Msg, deadline time.Time, s *slot) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	d.lastBeat = time.Now()
+	d.meta, d.deadline, d.slot = meta, deadline, s
 	return d.move(stateBuffered, stateRunning)
 }
 
 // finish moves a running delivery to settled; false if the drain returned
-// it. It takes the lock that beat holds while it sends, so no InProgress
-// can follow the message's ack or nak.
+// it or the keeper abandoned it. It takes the lock that keep holds while it
+// sends, so no InProgress can follow the message's ack or nak.
 func (t *tracker) finish(d *delivery) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return d.move(stateRunning, stateSettled)
 }
 
-// beat sends InProgress for every running delivery last beaten at least
-// runningEvery ago and every buffered one last beaten at least
-// bufferedEvery ago (never, if bufferedEvery is 0). It reports how many of
-// each it sent.
-func (t *tracker) beat(runningEvery, bufferedEvery time.Duration) (running, buffered int) {
+// keepResult is what one pass of keep did.
+type keepResult struct {
+	running, buffered int
+	// overdue are running deliveries past their deadline, now abandoned:
+	// the caller settles them and replaces their workers.
+	overdue []*delivery
+}
+
+// keep sends InProgress for every held delivery whose server timer was
+// last reset at least `every` ago (buffered ones only if beatBuffered), and
+// abandons every running one past its deadline instead of beating it.
+func (t *tracker) keep(every time.Duration, beatBuffered bool) keepResult {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	var res keepResult
 	now := time.Now()
 	for d := range t.m {
-		var due bool
-		switch deliveryState(d.state.Load()) {
-		case stateRunning:
-			due = now.Sub(d.lastBeat) >= runningEvery
-		case stateBuffered:
-			due = bufferedEvery > 0 && now.Sub(d.lastBeat) >= bufferedEvery
+		state := deliveryState(d.state.Load())
+		if state == stateRunning && !d.deadline.IsZero() && now.After(d.deadline) && d.move(stateRunning, stateAbandoned) {
+			res.overdue = append(res.overdue, d)
+			continue
 		}
+		due := now.Sub(d.lastBeat) >= every &&
+			(state == stateRunning || state == stateBuffered && beatBuffered)
 		if !due || d.msg.InProgress() != nil {
 			continue
 		}
-		if deliveryState(d.state.Load()) == stateRunning {
-			running++
+		if state == stateRunning {
+			res.running++
 		} else {
-			buffered++
+			res.buffered++
 		}
 		d.lastBeat = now
 	}
-	return running, buffered
+	return res
 }
 
 // returnAll Naks, without delay, every delivery in state `from`, so another

@@ -34,6 +34,20 @@ type Stats struct {
 	// ManifestRefused says why the runtime refused the last manifest
 	// revision it was given; it keeps running the previous one.
 	ManifestRefused string `json:"manifest_refused,omitempty"`
+	// DuplicateOutputs counts outputs the stream acknowledged as duplicates
+	// (PubAck duplicate): expected for a retry, suspicious for a first
+	// delivery, which is also logged.
+	DuplicateOutputs uint64 `json:"duplicate_outputs"`
+	// Abandoned counts handler runs that outlived the function's timeout:
+	// their messages were settled as failures and their workers replaced.
+	// AbandonedRunning is how many of those have not returned yet.
+	Abandoned        uint64 `json:"abandoned"`
+	AbandonedRunning int64  `json:"abandoned_running"`
+	// Concurrency is the function's worker count, to read the two above.
+	Concurrency int `json:"concurrency"`
+	// ConsumerError is set while the function's durable consumer (or its
+	// stream) is missing on the server; nothing is handled meanwhile.
+	ConsumerError string `json:"consumer_error,omitempty"`
 }
 
 // counters are a function's live counters, safe for concurrent use.
@@ -41,7 +55,8 @@ type counters struct {
 	handled, acked, naked, termed atomic.Uint64
 	deadLettered, redeliveries    atomic.Uint64
 	heartbeats, bufferBeats       atomic.Uint64
-	inFlight                      atomic.Int64
+	duplicateOutputs, abandoned   atomic.Uint64
+	inFlight, abandonedRunning    atomic.Int64
 	ewma                          atomic.Int64 // nanoseconds, see recentAverage
 	lastError                     atomic.Pointer[string]
 
@@ -82,6 +97,10 @@ func (c *counters) snapshot(function string) Stats {
 		Heartbeats:   c.heartbeats.Load(),
 		BufferBeats:  c.bufferBeats.Load(),
 		InFlight:     c.inFlight.Load(),
+
+		DuplicateOutputs: c.duplicateOutputs.Load(),
+		Abandoned:        c.abandoned.Load(),
+		AbandonedRunning: c.abandonedRunning.Load(),
 	}
 	if p := c.lastError.Load(); p != nil {
 		s.LastError = *p

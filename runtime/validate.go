@@ -145,8 +145,10 @@ func (m *Manifest) validateFunction(at string, f *FunctionSpec, add problemFunc)
 	if f.AckWait <= 0 {
 		add("%s.ackWait: must be positive", at)
 	}
-	if f.Heartbeat <= 0 || f.Heartbeat >= f.AckWait {
-		add("%s.heartbeat: %s is not below ackWait %s", at, f.Heartbeat, f.AckWait)
+	if f.Heartbeat <= 0 || f.Heartbeat > f.AckWait/2 {
+		add("%s.heartbeat: %s must be positive and at most half of ackWait %s (%s): the server redelivers "+
+			"a message whose timer reaches ackWait, and a heartbeat must land with room to spare for a busy process",
+			at, f.Heartbeat, f.AckWait, f.AckWait/2)
 	}
 	if f.MaxDeliver < 1 {
 		add("%s.maxDeliver: %d must be at least 1", at, f.MaxDeliver)
@@ -171,8 +173,8 @@ func (m *Manifest) validateFunction(at string, f *FunctionSpec, add problemFunc)
 	if f.MaxAckPending < f.Concurrency {
 		add("%s.maxAckPending: %d is below concurrency %d", at, f.MaxAckPending, f.Concurrency)
 	}
-	if f.Timeout < 0 {
-		add("%s.timeout: must not be negative", at)
+	if f.Timeout <= 0 {
+		add("%s.timeout: must be positive (default %s)", at, DefaultTimeout)
 	}
 	if f.MaxOutage < 0 {
 		add("%s.maxOutage: must not be negative", at)

@@ -81,7 +81,7 @@ func checkNotice(t *testing.T, n notice, conversationID string) {
 	if want := events.RecordingNoticeSubject(conversationID); n.subject != want {
 		t.Errorf("notice on %s, want %s", n.subject, want)
 	}
-	if want := events.RecordingMsgID(b.RecordingID, b.Event, b.TS); n.msgID != want {
+	if want := runtime.OutputMsgID(Name, n.subject, events.RecordingMsgID(b.RecordingID, b.Event, b.TS)); n.msgID != want {
 		t.Errorf("notice Nats-Msg-Id %q, want %q", n.msgID, want)
 	}
 	if err := b.Validate(); err != nil {
@@ -113,7 +113,7 @@ func TestDuplicatedShuffledRunEndsTheSame(t *testing.T) {
 	var ids, wantIDs []string
 	for i, n := range shuffled.notices {
 		checkNotice(t, n, "conv-1")
-		ids, wantIDs = append(ids, n.msgID), append(wantIDs, evs[i].MsgID())
+		ids, wantIDs = append(ids, n.msgID), append(wantIDs, runtime.OutputMsgID(Name, n.subject, evs[i].MsgID()))
 	}
 	slices.Sort(ids)
 	slices.Sort(wantIDs)

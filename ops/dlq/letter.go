@@ -57,7 +57,8 @@ func (l Letter) check() error {
 }
 
 // originalID is the ID the original was published with: its own
-// Nats-Msg-Id, or else <stream>:<sequence>, which is also the dead letter's.
+// Nats-Msg-Id, or else <stream>:<sequence>, which names the original
+// message whichever function dead-lettered it.
 func (l Letter) originalID() string {
 	if l.OriginalMsgID != "" {
 		return l.OriginalMsgID

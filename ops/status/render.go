@@ -23,9 +23,15 @@ func WriteTable(w io.Writer, instances []Instance, now time.Time) error {
 	fmt.Fprintln(tw, "FUNCTION\tVERSION\tINSTANCE\tHANDLED\tACKED\tNAKED\tDEAD\tIN FLIGHT\tPENDING\tACK PENDING\tUPTIME\tLAST ERROR")
 	for _, i := range instances {
 		s := i.Stats
+		// A missing consumer explains an idle function better than the
+		// last handler error does.
+		problem := s.LastError
+		if s.ConsumerError != "" {
+			problem = s.ConsumerError
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n",
 			i.Function, i.Version, i.ID, s.Handled, s.Acked, s.Naked, s.DeadLettered, s.InFlight,
-			s.NumPending, s.NumAckPending, formatUptime(i.Uptime(now)), truncate(s.LastError, maxErrorWidth))
+			s.NumPending, s.NumAckPending, formatUptime(i.Uptime(now)), truncate(problem, maxErrorWidth))
 	}
 	return tw.Flush()
 }

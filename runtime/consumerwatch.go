@@ -1,0 +1,177 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// consumerCheckEvery is how often a binding looks at its consumer when no
+// pull has failed. A pull against a deleted consumer fails within a pull's
+// expiry and triggers a check at once, so this only refreshes the ack
+// floor that a recreated consumer starts from.
+const consumerCheckEvery = 30 * time.Second
+
+// consumerHandle is a binding's durable consumer, as it is now. An
+// operator can delete the consumer or its stream under a running instance;
+// the pull then fails forever while the function looks idle. The handle
+// notices (a failed pull asks it to check), says so through err, which
+// status, metrics and /readyz show, and with provisioning on recreates what
+// the manifest declares.
+type consumerHandle struct {
+	js        jetstream.JetStream
+	spec      FunctionSpec
+	stream    StreamSpec
+	provision bool
+	log       *slog.Logger
+
+	mu      sync.Mutex
+	current jetstream.Consumer
+	// created is when the stream we know was made: a stream recreated by
+	// someone else restarts its sequences.
+	created time.Time
+	// ackFloor is the consumer's ack floor when last seen. A recreated
+	// consumer starts just after it: what it redelivers was handled at
+	// least once already, and handlers are idempotent; starting from the
+	// stream's first message would redeliver messages older than any
+	// duplicate window.
+	ackFloor atomic.Uint64
+	missing  atomic.Pointer[string]
+	kick     chan struct{}
+}
+
+func newConsumerHandle(js jetstream.JetStream, spec FunctionSpec, stream StreamSpec, provision bool,
+	log *slog.Logger, c jetstream.Consumer, created time.Time) *consumerHandle {
+	h := &consumerHandle{js: js, spec: spec, stream: stream, provision: provision, log: log,
+		current: c, created: created, kick: make(chan struct{}, 1)}
+	h.ackFloor.Store(c.CachedInfo().AckFloor.Stream)
+	return h
+}
+
+func (h *consumerHandle) get() jetstream.Consumer {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.current
+}
+
+// check asks the watch to look at the consumer now; it never blocks.
+func (h *consumerHandle) check() {
+	select {
+	case h.kick <- struct{}{}:
+	default:
+	}
+}
+
+// err is why the function cannot pull now, or nil.
+func (h *consumerHandle) err() error {
+	if p := h.missing.Load(); p != nil {
+		return errors.New(*p)
+	}
+	return nil
+}
+
+// watch checks the consumer every consumerCheckEvery and whenever a pull
+// failed, until ctx is done.
+func (h *consumerHandle) watch(ctx context.Context) {
+	t := time.NewTicker(consumerCheckEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-h.kick:
+		}
+		h.look(ctx)
+	}
+}
+
+// look refreshes the ack floor, or repairs a missing consumer. Any other
+// error is an outage: the pull loop keeps retrying, nothing to repair.
+func (h *consumerHandle) look(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, consumerInfoTimeout)
+	defer cancel()
+	info, err := h.get().Info(ctx)
+	if err == nil {
+		h.ackFloor.Store(info.AckFloor.Stream)
+		h.found()
+		return
+	}
+	if !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return
+	}
+	if rerr := h.restore(ctx); rerr != nil {
+		note := fmt.Sprintf("missing consumer %s on stream %s: %v", h.spec.Durable, h.spec.Stream, rerr)
+		if h.missing.Swap(&note) == nil {
+			h.log.Error("consumer missing; nothing is handled until it is back", "err", note)
+		}
+		return
+	}
+	h.found()
+}
+
+func (h *consumerHandle) found() {
+	if h.missing.Swap(nil) != nil {
+		h.log.Warn("consumer is back; handling resumes", "consumer", h.spec.Durable)
+	}
+}
+
+// restore brings the consumer back: recreated from the manifest with
+// provisioning on, else looked up again in case an administrator restored
+// it.
+func (h *consumerHandle) restore(ctx context.Context) error {
+	if !h.provision {
+		s, err := h.js.Stream(ctx, h.spec.Stream)
+		if err != nil {
+			return fmt.Errorf("provisioning is off, so jetfn waits for an administrator to recreate it (%w)", err)
+		}
+		c, err := s.Consumer(ctx, h.spec.Durable)
+		if err != nil {
+			return fmt.Errorf("provisioning is off, so jetfn waits for an administrator to recreate it (%w)", err)
+		}
+		h.swap(c, s.CachedInfo().Created)
+		return nil
+	}
+	return h.recreate(ctx)
+}
+
+// recreate makes the stream if it is gone, then the consumer, starting
+// after the last ack floor it saw when the stream is the same one.
+func (h *consumerHandle) recreate(ctx context.Context) error {
+	if err := ensureStream(ctx, h.js, h.stream); err != nil {
+		return fmt.Errorf("recreating stream: %w", err)
+	}
+	s, err := h.js.Stream(ctx, h.spec.Stream)
+	if err != nil {
+		return fmt.Errorf("looking up stream: %w", err)
+	}
+	cfg := consumerConfig(h.spec)
+	created := s.CachedInfo().Created
+	h.mu.Lock()
+	sameStream := created.Equal(h.created)
+	h.mu.Unlock()
+	if floor := h.ackFloor.Load(); sameStream && floor > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, floor+1
+	}
+	c, err := s.CreateOrUpdateConsumer(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("recreating consumer: %w", err)
+	}
+	h.log.Warn("recreated a deleted consumer from the manifest", "consumer", h.spec.Durable,
+		"stream", h.spec.Stream, "start_seq", cfg.OptStartSeq, "stream_recreated", !sameStream)
+	h.swap(c, created)
+	return nil
+}
+
+func (h *consumerHandle) swap(c jetstream.Consumer, created time.Time) {
+	h.mu.Lock()
+	h.current, h.created = c, created
+	h.mu.Unlock()
+	h.ackFloor.Store(c.CachedInfo().AckFloor.Stream)
+}

@@ -1,0 +1,102 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// workers are a binding's `concurrency` handler goroutines. A handler that
+// outlives the function's timeout and ignores its cancelled context cannot
+// be stopped, so its worker is replaced rather than waited for: the keeper
+// settles the message as a failure and starts a new worker, and the old
+// goroutine exits on its own if its handler ever returns.
+type workers struct {
+	b *binding
+	// stopping ends with the binding's run: no new message starts after it.
+	stopping context.Context
+	// handlerCtx outlives stopping, so a drain does not cancel work.
+	handlerCtx context.Context
+	buffer     chan *delivery
+	held       *credits
+	wg         sync.WaitGroup
+}
+
+// slot is one worker's share of the wait group: freed when the worker
+// returns or when its handler is abandoned, whichever comes first.
+type slot struct {
+	once sync.Once
+	wg   *sync.WaitGroup
+}
+
+func (s *slot) free() { s.once.Do(s.wg.Done) }
+
+// start runs one more worker. Given an abandoned delivery, the worker first
+// settles it as a timed-out attempt, then takes messages like any other.
+func (w *workers) start(abandoned *delivery) {
+	w.wg.Add(1)
+	s := &slot{wg: &w.wg}
+	go func() {
+		defer s.free()
+		if abandoned != nil {
+			w.b.settle(abandoned.msg, abandoned.meta, fmt.Errorf("%w: handler still running after its timeout of %s",
+				ErrHandlerTimeout, w.b.spec.Timeout))
+			w.done(abandoned)
+		}
+		w.loop(s)
+	}()
+}
+
+// loop handles buffered messages until the buffer is closed. Once stopping
+// is done it starts nothing more: it returns what it takes from the buffer,
+// as the drain does, so a shutdown never begins new work.
+func (w *workers) loop(s *slot) {
+	for d := range w.buffer {
+		if w.stopping.Err() != nil {
+			if d.move(stateBuffered, stateReturned) {
+				w.b.returnUnstarted(d.msg)
+			}
+			w.done(d)
+			continue
+		}
+		if w.b.process(w.handlerCtx, d, s) == stateAbandoned {
+			return // a replacement worker settled d and holds this slot's place
+		}
+		w.done(d)
+	}
+}
+
+// done forgets a settled delivery and frees its credit for the puller.
+func (w *workers) done(d *delivery) {
+	w.b.tracked.remove(d)
+	w.held.release(1)
+}
+
+// wait waits for every worker (not for abandoned handlers) up to timeout.
+func (w *workers) wait(timeout time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		w.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-time.After(timeout):
+		return false
+	}
+}
+
+// abandon gives up on a handler past its deadline: it stops being kept
+// alive (the keeper moved it to stateAbandoned), a new worker settles it
+// as a failure and takes its place. The replacement is added before the
+// old slot is freed, so the wait group never touches zero in between.
+func (w *workers) abandon(d *delivery) {
+	w.b.stats.abandoned.Add(1)
+	w.b.stats.abandonedRunning.Add(1)
+	w.b.msgLog(d.meta).Error("handler ignored its cancelled context past the timeout; settled its message as a failure and replaced its worker",
+		"timeout", w.b.spec.Timeout)
+	w.start(d)
+	d.slot.free()
+}
