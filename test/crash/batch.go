@@ -52,7 +52,8 @@ const stallTimeout = 150 * time.Second
 
 // RunBatch runs b and returns its row: one "run" per session.
 func (h *Harness) RunBatch(ctx context.Context, b Batch) Row {
-	row := Row{Point: fmt.Sprintf("%s (%dx%d sessions)", b.Disrupt, b.Cycles, b.Sessions), WantNotifications: 1}
+	row := Row{Point: fmt.Sprintf("%s (%dx%d sessions)", b.Disrupt, b.Cycles, b.Sessions),
+		WantSummaries: 1, WantNotifications: 1}
 	res, err := h.runBatch(ctx, b, &row)
 	if stopErr := h.stopChild(); stopErr != nil && err == nil {
 		err = stopErr

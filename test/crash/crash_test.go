@@ -10,14 +10,16 @@ import (
 
 // TestCrashMatrix is the short version of `go tool task crash`: two runs
 // per kill point with a 1s quiet period, the scaled-down long-outage pair
-// (5s window, 7s outage), and short batches with a child kill, a
-// nats-server restart and a Mongo outage. It builds and runs the real
-// jetfn binary; about three minutes on two cores.
+// (5s window, 7s outage) and the long outage with a nats-server restart,
+// two runs of three careless-publisher sessions, one max-deliveries-all-down
+// run, and short batches with a child kill, a nats-server restart and a
+// Mongo outage. It builds and runs the real jetfn binary; about 3m15s on
+// two cores.
 //
 // CRASH_BUILD_FLAGS adds `go build` flags for the child (say -race).
 func TestCrashMatrix(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds jetfn and kills it for about three minutes")
+		t.Skip("builds jetfn and kills it for over three minutes")
 	}
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
 	h, err := New(t.Context(), Options{
@@ -30,6 +32,7 @@ func TestCrashMatrix(t *testing.T) {
 	t.Cleanup(h.Close)
 	rep := RunSuite(t.Context(), h, SuiteOptions{
 		Runs: 2, ShortWindow: 5 * time.Second, Outage: 7 * time.Second,
+		CarelessSessions: 3, ExhaustionRuns: 1,
 		BatchSessions: 16, BatchCycles: 3,
 		ServerCycles: 1, NATSDown: 2 * time.Second, MongoDown: 12 * time.Second,
 	})
@@ -41,7 +44,7 @@ func TestCrashMatrix(t *testing.T) {
 			t.Errorf("%s: %s", r.Point, p)
 		}
 	}
-	if len(rep.Rows) != 9 {
-		t.Errorf("%d rows, want 9 (6 points and 3 batches)", len(rep.Rows))
+	if len(rep.Rows) != 12 {
+		t.Errorf("%d rows, want 12 (7 points, careless-publisher, max-deliveries-all-down and 3 batches)", len(rep.Rows))
 	}
 }

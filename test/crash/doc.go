@@ -13,8 +13,11 @@
 // the server, SIGKILLs the child at its Point, restarts it, and waits until
 // the consumer has acked everything; then it counts summaries (documents in
 // transcriptsummaries) and notifications (transcript.processed messages in
-// the stream). Batches put many sessions in flight and kill the child,
-// restart nats-server or take Mongo away at random moments. RunSuite runs
-// them all and returns the Report that `go run ./test/crash/cmd/crashtest`
-// prints.
+// the stream). One point also restarts nats-server during the child's
+// outage. Careless publishes sessions with the summary key as their
+// session-ended message ID; Exhaustion kills the child in every allowed
+// delivery of one session and checks its dead letter. Batches put many
+// sessions in flight and kill the child, restart nats-server or take Mongo
+// away at random moments. RunSuite runs them all and returns the Report
+// that `go run ./test/crash/cmd/crashtest` prints.
 package crash

@@ -109,20 +109,27 @@ func (h *Harness) Close() {
 	}
 }
 
-// prepare writes a fresh manifest and picks a fresh database for one run.
+// prepare writes a fresh manifest with local.yaml's consumer settings and
+// picks a fresh database for one run.
 func (h *Harness) prepare(name string, window time.Duration) error {
+	return h.prepareManifest(name, manifest{window: window, quiet: h.opts.Quiet, consumer: localConsumer})
+}
+
+// prepareManifest writes m as a fresh manifest and picks a fresh database
+// for one run.
+func (h *Harness) prepareManifest(name string, m manifest) error {
 	h.runs++
 	base := fmt.Sprintf("%03d-%s", h.runs, strings.ReplaceAll(name, "/", "_"))
 	h.manPath = filepath.Join(h.dir, "manifest-"+base+".yaml")
 	h.logPath = filepath.Join(h.dir, "jetfn-"+base+".log")
 	h.db = fmt.Sprintf("crash_%03d", h.runs)
 	h.args = nil
-	if window < dayWindow {
+	if m.window < dayWindow {
 		// The runtime refuses a window shorter than twice the redelivery
 		// horizon; the short-window control needs exactly that.
 		h.args = []string{"--allow-short-window"}
 	}
-	return writeManifest(h.manPath, window, h.opts.Quiet)
+	return writeManifest(h.manPath, m)
 }
 
 // startChild starts `jetfn run` through the proxy, which passes everything

@@ -3,6 +3,7 @@ package crash
 import (
 	"fmt"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -23,8 +24,8 @@ const (
 	functionName        = "summarize-session"
 )
 
-// manifestTemplate binds summarize-session alone; %s are the duplicate
-// window and the quiet period.
+// manifestTemplate binds summarize-session alone; the verbs are the
+// duplicate window, the consumer settings and the quiet period.
 const manifestTemplate = `# Written by the crash harness (test/crash) for one run.
 deadLetter:
   stream: DEADLETTER
@@ -44,7 +45,7 @@ functions:
     ackWait: %s
     maxDeliver: %d
     heartbeat: %s
-    backoff: [1s, 5s, 15s, 30s]
+    backoff: [%s]
     concurrency: %d
     timeout: 2m
     maxOutage: 1h
@@ -60,9 +61,36 @@ functions:
 // runtime refuse the manifest unless it runs with --allow-short-window.
 const dayWindow = 24 * time.Hour
 
+// consumerSettings are summarize-session's consumer keys in a manifest.
+type consumerSettings struct {
+	ackWait, heartbeat time.Duration
+	maxDeliver         int
+}
+
+// localConsumer is what manifests/local.yaml declares; every row but
+// max-deliveries-all-down uses it.
+var localConsumer = consumerSettings{ackWait: ackWait, heartbeat: heartbeat, maxDeliver: maxDeliver}
+
+// localBackoff is manifests/local.yaml's backoff.
+var localBackoff = []string{"1s", "5s", "15s", "30s"}
+
+// backoff is localBackoff cut to maxDeliver entries: the runtime refuses a
+// backoff longer than maxDeliver.
+func (c consumerSettings) backoff() string {
+	return strings.Join(localBackoff[:min(len(localBackoff), c.maxDeliver)], ", ")
+}
+
+// manifest is what one run's manifest varies.
+type manifest struct {
+	window, quiet time.Duration
+	consumer      consumerSettings
+}
+
 // writeManifest writes the manifest for one run to path.
-func writeManifest(path string, window, quiet time.Duration) error {
-	text := fmt.Sprintf(manifestTemplate, window, ackWait, maxDeliver, heartbeat, concurrency, quiet, maxRounds)
+func writeManifest(path string, m manifest) error {
+	c := m.consumer
+	text := fmt.Sprintf(manifestTemplate, m.window, c.ackWait, c.maxDeliver, c.heartbeat, c.backoff(),
+		concurrency, m.quiet, maxRounds)
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		return fmt.Errorf("writing manifest: %w", err)
 	}

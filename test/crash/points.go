@@ -14,6 +14,10 @@ type Point struct {
 	Window time.Duration
 	// Outage is how long the child stays down after the kill.
 	Outage time.Duration
+	// NATSDown, when set, restarts nats-server inside the outage (down
+	// this long, same port and store), so the child comes back to a server
+	// that rebuilt its streams, consumers and message-ID memory from disk.
+	NATSDown time.Duration
 	// WantNotifications is what a run must store: 1, except in the
 	// short-window control, which must store 2 to prove the harness can fail.
 	WantNotifications int
@@ -27,12 +31,16 @@ type Point struct {
 }
 
 // Points are the single-session kill points of the field report, plus the
-// long outage with a short (scaled-down) window and with the 24h window.
-func Points(shortWindow, outage time.Duration) []Point {
+// long outage with a short (scaled-down) window and with the 24h window,
+// and the 24h outage again with nats-server restarted (down natsDown) while
+// the child is down.
+func Points(shortWindow, outage, natsDown time.Duration) []Point {
 	afterNotify := func(name string, window time.Duration, want int) Point {
 		return Point{Name: name, Window: window, Outage: outage, WantNotifications: want,
 			arm: armAfterNotify, await: awaitAckDropped, before: [2]int{1, 1}}
 	}
+	natsRestart := afterNotify("after-notify/nats-restart/window-24h", dayWindow, 1)
+	natsRestart.NATSDown = natsDown
 	return []Point{
 		{Name: "none", Window: dayWindow, WantNotifications: 1},
 		{Name: "wait", Window: dayWindow, WantNotifications: 1, await: awaitWait},
@@ -42,6 +50,7 @@ func Points(shortWindow, outage time.Duration) []Point {
 			arm: armAfterNotify, await: awaitAckDropped, before: [2]int{1, 1}},
 		afterNotify(fmt.Sprintf("outage-%s/window-%s", short(outage), short(shortWindow)), shortWindow, 2),
 		afterNotify(fmt.Sprintf("outage-%s/window-24h", short(outage)), dayWindow, 1),
+		natsRestart,
 	}
 }
 

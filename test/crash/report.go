@@ -11,15 +11,27 @@ import (
 
 // Row is one line of the table: every run of one point or batch.
 type Row struct {
-	Point             string
+	Point string
+	// WantSummaries and WantNotifications are what each run must store:
+	// 1 and 1, except in the short-window control (2 notifications, to
+	// prove the harness can fail) and in max-deliveries-all-down (none of
+	// either: its message is dead-lettered without a handler result).
+	WantSummaries     int
 	WantNotifications int
-	Runs              int
-	OneSummary        int
-	OneNotification   int
-	MaxSummaries      int
-	MaxNotifications  int
-	Recoveries        []time.Duration
-	Errors            []string
+	// WantDeadLetters is how many dead letters each run must store; rows
+	// that leave it zero do not count them per run.
+	WantDeadLetters  int
+	Runs             int
+	OneSummary       int
+	OneNotification  int
+	OneDeadLetter    int
+	MaxSummaries     int
+	MaxNotifications int
+	Recoveries       []time.Duration
+	// BadDeadLetters are the ways a stored dead letter differed from its
+	// original.
+	BadDeadLetters []string
+	Errors         []string
 	// Wall is how long the row took.
 	Wall time.Duration
 	// Note is extra evidence for the row (naks seen, dead letters).
@@ -34,36 +46,70 @@ func (r *Row) add(res Result) {
 	if res.Notifications == 1 {
 		r.OneNotification++
 	}
+	if res.DeadLetters == 1 {
+		r.OneDeadLetter++
+	}
 	r.MaxSummaries = max(r.MaxSummaries, res.Summaries)
 	r.MaxNotifications = max(r.MaxNotifications, res.Notifications)
 	if res.Recovery > 0 {
 		r.Recoveries = append(r.Recoveries, res.Recovery)
 	}
+	r.BadDeadLetters = append(r.BadDeadLetters, res.BadDeadLetter...)
 	if res.Err != nil {
 		r.Errors = append(r.Errors, res.Err.Error())
 	}
 }
 
-// Problems says why the row fails: a duplicate, a lost session, a run that
-// could not be judged, or a short-window control without its second
-// notification.
+// Problems says why the row fails: a duplicate, a lost session, a lost or
+// altered dead letter, a run that could not be judged, or a short-window
+// control without its second notification.
 func (r Row) Problems() []string {
 	var p []string
 	if r.Runs == 0 {
 		p = append(p, "no runs")
 	}
-	if r.OneSummary != r.Runs {
-		p = append(p, fmt.Sprintf("%d of %d runs without exactly one summary", r.Runs-r.OneSummary, r.Runs))
-	}
-	if r.WantNotifications == 1 && r.OneNotification != r.Runs {
-		p = append(p, fmt.Sprintf("%d of %d runs without exactly one notification", r.Runs-r.OneNotification, r.Runs))
-	}
-	if r.WantNotifications > 1 && (r.MaxNotifications != r.WantNotifications || r.OneNotification > 0) {
-		p = append(p, fmt.Sprintf("control: want %d notifications in every run (the window must expire), got max %d, %d runs with 1",
-			r.WantNotifications, r.MaxNotifications, r.OneNotification))
-	}
+	p = append(p, r.summaryProblems()...)
+	p = append(p, r.notificationProblems()...)
+	p = append(p, r.deadLetterProblems()...)
 	for _, e := range r.Errors {
 		p = append(p, "run error: "+e)
+	}
+	return p
+}
+
+func (r Row) summaryProblems() []string {
+	switch {
+	case r.WantSummaries == 0 && r.MaxSummaries > 0:
+		return []string{fmt.Sprintf("want no summary, got up to %d in a run", r.MaxSummaries)}
+	case r.WantSummaries == 1 && r.OneSummary != r.Runs:
+		return []string{fmt.Sprintf("%d of %d runs without exactly one summary", r.Runs-r.OneSummary, r.Runs)}
+	}
+	return nil
+}
+
+func (r Row) notificationProblems() []string {
+	switch {
+	case r.WantNotifications == 0 && r.MaxNotifications > 0:
+		return []string{fmt.Sprintf("want no notification, got up to %d in a run", r.MaxNotifications)}
+	case r.WantNotifications == 1 && r.OneNotification != r.Runs:
+		return []string{fmt.Sprintf("%d of %d runs without exactly one notification", r.Runs-r.OneNotification, r.Runs)}
+	case r.WantNotifications > 1 && (r.MaxNotifications != r.WantNotifications || r.OneNotification > 0):
+		return []string{fmt.Sprintf("control: want %d notifications in every run (the window must expire), got max %d, %d runs with 1",
+			r.WantNotifications, r.MaxNotifications, r.OneNotification)}
+	}
+	return nil
+}
+
+func (r Row) deadLetterProblems() []string {
+	if r.WantDeadLetters == 0 {
+		return nil
+	}
+	var p []string
+	if r.OneDeadLetter != r.Runs {
+		p = append(p, fmt.Sprintf("%d of %d runs without exactly one dead letter", r.Runs-r.OneDeadLetter, r.Runs))
+	}
+	for _, b := range r.BadDeadLetters {
+		p = append(p, "dead letter: "+b)
 	}
 	return p
 }
@@ -94,8 +140,8 @@ func (rep Report) Write(w io.Writer) {
 		if len(r.Problems()) > 0 {
 			verdict = "FAIL"
 		}
-		if r.WantNotifications > 1 && verdict == "ok" {
-			verdict = fmt.Sprintf("ok (control: %d expected)", r.WantNotifications)
+		if verdict == "ok" {
+			verdict += r.expected()
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t\n", r.Point, r.Runs, r.OneSummary, r.OneNotification,
 			r.MaxSummaries, r.MaxNotifications, med, mx, r.Wall.Round(time.Second), verdict)
@@ -110,6 +156,38 @@ func (rep Report) Write(w io.Writer) {
 			fmt.Fprintf(w, "FAIL %s: %s\n", r.Point, strings.TrimSpace(p))
 		}
 	}
+}
+
+// WriteMarkdown prints the table in the README's columns, rows ready to
+// paste under "How we test crashes"; a failing row's verdict follows its
+// name.
+func (rep Report) WriteMarkdown(w io.Writer) {
+	fmt.Fprintln(w, "| point | runs | exactly 1 summary | exactly 1 notification | max summaries | max notifications | recovery median / max |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+	for _, r := range rep.Rows {
+		med, mx := stats(r.Recoveries)
+		recovery := "–"
+		if len(r.Recoveries) > 0 {
+			recovery = strings.TrimSuffix(med, "s") + " / " + strings.TrimSuffix(mx, "s") + " s"
+		}
+		name := r.Point
+		if len(r.Problems()) > 0 {
+			name += " **FAIL**"
+		}
+		fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %d | %s |\n", name, r.Runs, r.OneSummary, r.OneNotification,
+			r.MaxSummaries, r.MaxNotifications, recovery)
+	}
+}
+
+// expected explains an ok verdict on a row whose counts are not 1 and 1.
+func (r Row) expected() string {
+	switch {
+	case r.WantNotifications > 1:
+		return fmt.Sprintf(" (control: %d expected)", r.WantNotifications)
+	case r.WantDeadLetters > 0:
+		return fmt.Sprintf(" (%d dead letter, no summary expected)", r.WantDeadLetters)
+	}
+	return ""
 }
 
 // stats returns the median and the maximum, or "-" for none.

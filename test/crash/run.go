@@ -17,8 +17,13 @@ type Result struct {
 	Summaries, Notifications int
 	// Recovery is from the restart to the first transcript.processed stored
 	// after it; when none is stored after it (the duplicate was dropped, as
-	// it should be), to the ack. Zero when nothing was restarted.
+	// it should be), to the ack. In max-deliveries-all-down, from the final
+	// restart to the dead letter. Zero when nothing was restarted.
 	Recovery time.Duration
+	// DeadLetters counts the run's dead letters, and BadDeadLetter says how
+	// they differ from the original; only max-deliveries-all-down looks.
+	DeadLetters   int
+	BadDeadLetter []string
 	// Err is a run that could not be judged: a kill that missed its point,
 	// a session that never settled.
 	Err error
@@ -26,7 +31,7 @@ type Result struct {
 
 // RunPoint runs p runs times and returns its row.
 func (h *Harness) RunPoint(ctx context.Context, p Point, runs int) Row {
-	row := Row{Point: p.Name, WantNotifications: p.WantNotifications}
+	row := Row{Point: p.Name, WantSummaries: 1, WantNotifications: p.WantNotifications}
 	for i := range runs {
 		start := time.Now()
 		res := h.runOnce(ctx, p)
@@ -135,10 +140,24 @@ func (h *Harness) killAndRestart(ctx context.Context, p Point, s session, from u
 		return time.Time{}, fmt.Errorf("kill missed its point: %d summaries and %d notifications stored at the kill, want %d and %d",
 			sum, notes, p.before[0], p.before[1])
 	}
-	if p.Outage > 0 {
-		time.Sleep(p.Outage) // the outage is the point of these runs
+	if err := h.outage(p); err != nil {
+		return time.Time{}, err
 	}
 	return h.startChild(ctx)
+}
+
+// outage keeps the child down for p.Outage, restarting nats-server inside
+// it when the point says so. The sleep is the outage itself, the point of
+// these runs, not a wait for an effect.
+func (h *Harness) outage(p Point) error {
+	start := time.Now()
+	if p.NATSDown > 0 {
+		if err := h.stack.RestartNATS(p.NATSDown); err != nil {
+			return err
+		}
+	}
+	time.Sleep(p.Outage - time.Since(start))
+	return nil
 }
 
 // count reads the session's summaries and notifications as stored now.

@@ -8,35 +8,56 @@ import (
 
 // SuiteOptions size one pass over every point and batch.
 type SuiteOptions struct {
-	// Runs per single-session point.
+	// Runs per single-session point, and of careless-publisher.
 	Runs int
 	// ShortWindow and Outage are the scaled-down long-outage pair: the
 	// child stays down for Outage, longer than ShortWindow.
 	ShortWindow, Outage time.Duration
+	// CarelessSessions are published per run of careless-publisher; zero
+	// skips the row.
+	CarelessSessions int
+	// ExhaustionRuns are the runs of max-deliveries-all-down; zero skips
+	// the row.
+	ExhaustionRuns int
 	// BatchSessions per cycle and BatchCycles of the random-kill batch.
 	BatchSessions, BatchCycles int
 	// ServerCycles is how often the NATS and Mongo batches restart their
-	// server, each down for NATSDown or MongoDown.
+	// server, each down for NATSDown or MongoDown. NATSDown is also how
+	// long nats-server is down inside the outage of
+	// after-notify/nats-restart/window-24h.
 	ServerCycles        int
 	NATSDown, MongoDown time.Duration
-	// Only, when set, names the rows to run (point names, or random,
-	// nats-restart, mongo-outage).
+	// Only, when set, names the rows to run (point names, outage for every
+	// point with an outage, careless-publisher, max-deliveries-all-down,
+	// random, nats-restart, mongo-outage).
 	Only []string
 }
 
-// RunSuite runs every selected point and batch in order, then the report.
+func (o SuiteOptions) selected(name string) bool {
+	return len(o.Only) == 0 || slices.Contains(o.Only, name)
+}
+
+// RunSuite runs every selected point, row and batch in order, then the
+// report.
 func RunSuite(ctx context.Context, h *Harness, o SuiteOptions) Report {
 	start := time.Now()
 	var rep Report
-	selected := func(name string) bool { return len(o.Only) == 0 || slices.Contains(o.Only, name) }
-	for _, p := range Points(o.ShortWindow, o.Outage) {
-		if !selected(p.Name) && !(selected("outage") && p.Outage > 0) {
-			continue
-		}
+	add := func(run func() Row) {
 		t := time.Now()
-		row := h.RunPoint(ctx, p, o.Runs)
+		row := run()
 		row.Wall = time.Since(t)
 		rep.Rows = append(rep.Rows, row)
+	}
+	for _, p := range Points(o.ShortWindow, o.Outage, o.NATSDown) {
+		if o.selected(p.Name) || (o.selected("outage") && p.Outage > 0) {
+			add(func() Row { return h.RunPoint(ctx, p, o.Runs) })
+		}
+	}
+	if o.selected(carelessName) && o.CarelessSessions > 0 {
+		add(func() Row { return h.RunCareless(ctx, Careless{Runs: o.Runs, Sessions: o.CarelessSessions}) })
+	}
+	if o.selected(exhaustName) && o.ExhaustionRuns > 0 {
+		add(func() Row { return h.RunExhaustion(ctx, DefaultExhaustion(o.ExhaustionRuns)) })
 	}
 	batches := []Batch{
 		{Disrupt: KillChild, Sessions: o.BatchSessions, Cycles: o.BatchCycles},
@@ -44,13 +65,9 @@ func RunSuite(ctx context.Context, h *Harness, o SuiteOptions) Report {
 		{Disrupt: RestartMongo, Sessions: o.BatchSessions, Cycles: o.ServerCycles, Down: o.MongoDown},
 	}
 	for _, b := range batches {
-		if !selected(b.Disrupt.String()) || b.Cycles == 0 {
-			continue
+		if o.selected(b.Disrupt.String()) && b.Cycles > 0 {
+			add(func() Row { return h.RunBatch(ctx, b) })
 		}
-		t := time.Now()
-		row := h.RunBatch(ctx, b)
-		row.Wall = time.Since(t)
-		rep.Rows = append(rep.Rows, row)
 	}
 	rep.Wall = time.Since(start)
 	return rep

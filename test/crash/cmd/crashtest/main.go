@@ -1,7 +1,7 @@
 // Command crashtest runs the crash-consistency matrix against a freshly
 // built `jetfn run` binary and prints the table. It exits 1 if any row
-// shows a duplicate or a lost session, or if the short-window control does
-// not show its second notification.
+// shows a duplicate or a lost session, a lost or altered dead letter, or if
+// the short-window control does not show its second notification.
 //
 //	go run ./test/crash/cmd/crashtest --runs 10 --quiet 2s
 package main
@@ -36,7 +36,11 @@ func run() int {
 	natsDown := fs.Duration("nats-down", 3*time.Second, "how long the restarted nats-server stays down")
 	mongoDown := fs.Duration("mongo-down", 12*time.Second,
 		"how long the Mongo-compatible server stays down; longer than jetfn's 10s server-selection timeout makes handlers fail and Nak")
-	only := fs.String("only", "", "comma-separated rows to run: none,wait,after-store,after-notify,outage,random,nats-restart,mongo-outage")
+	careless := fs.Int("careless-sessions", 3, "sessions per run of careless-publisher (0 skips it)")
+	exhaustions := fs.Int("max-deliveries-runs", 3, "runs of max-deliveries-all-down (0 skips it)")
+	only := fs.String("only", "", "comma-separated rows to run: none,wait,after-store,after-notify,outage,"+
+		"after-notify/nats-restart/window-24h,careless-publisher,max-deliveries-all-down,random,nats-restart,mongo-outage")
+	markdown := fs.Bool("markdown", false, "also print the table as README-ready markdown rows")
 	dir := fs.String("dir", "", "keep data, manifests and child logs here (default: a temp dir, removed)")
 	buildFlags := fs.String("build-flags", "", "extra `go build` flags for the child binary, space-separated")
 	verbose := fs.Bool("v", false, "log every run")
@@ -58,11 +62,15 @@ func run() int {
 	}
 	defer h.Close()
 	rep := crash.RunSuite(ctx, h, crash.SuiteOptions{
-		Runs: *runs, ShortWindow: *window, Outage: *outage,
+		Runs: *runs, ShortWindow: *window, Outage: *outage, CarelessSessions: *careless, ExhaustionRuns: *exhaustions,
 		BatchSessions: *batch, BatchCycles: *cycles, ServerCycles: *serverCycles, NATSDown: *natsDown, MongoDown: *mongoDown,
 		Only: splitList(*only),
 	})
 	rep.Write(os.Stdout)
+	if *markdown {
+		fmt.Println()
+		rep.WriteMarkdown(os.Stdout)
+	}
 	if !rep.OK() {
 		if *dir != "" {
 			fmt.Fprintln(os.Stderr, "child logs in", *dir)
