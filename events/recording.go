@@ -92,8 +92,10 @@ func RecordingNoticeSubject(conversationID string) string {
 	return "conversation." + conversationID + ".recording"
 }
 
-// RecordingMsgID is the Nats-Msg-Id of an event and of the notice it causes:
-// <recordingId>:<event>:<ts>. It is also the event's _id in Mongo.
+// RecordingMsgID is the Nats-Msg-Id of an event, <recordingId>:<event>:<ts>,
+// and the key of the notice it causes. It is also the event's _id in Mongo.
+// The notice's Nats-Msg-Id is the key scoped by the runtime to the function
+// and the subject: "jetfn:publish-recording-event:conversation.<conversationId>.recording:<key>".
 func RecordingMsgID(recordingID string, n RecordingEventName, ts int64) string {
 	return recordingID + ":" + string(n) + ":" + strconv.FormatInt(ts, 10)
 }

@@ -98,8 +98,12 @@ func (e *SessionEnded) UnmarshalJSON(data []byte) error {
 	return decodeNoNulls(data, (*plain)(e))
 }
 
-// TranscriptProcessed is the transcript.processed payload, published with
-// Nats-Msg-Id SummaryKey once the session's summary is stored.
+// TranscriptProcessed is the transcript.processed payload, published once
+// the session's summary is stored, keyed by SummaryKey. Its Nats-Msg-Id is
+// that key scoped by the runtime to the function and the subject:
+// "jetfn:summarize-session:transcript.processed:<conversationId>:<sessionId>",
+// so no ID an input publisher picks (a session-ended keyed
+// "<conversationId>:<sessionId>", say) can make the stream drop it.
 type TranscriptProcessed struct {
 	ConversationID string `json:"conversationId" required:"true"`
 	SessionID      string `json:"sessionId" required:"true"`
@@ -175,8 +179,9 @@ func SessionEndedKey(conversationID, sessionID string) string {
 	return SummaryKey(conversationID, sessionID) + ":ended"
 }
 
-// SummaryKey is a summary's _id and the Nats-Msg-Id of its
-// transcript.processed event: "<conversationId>:<sessionId>".
+// SummaryKey is a summary's _id and the key of its transcript.processed
+// event: "<conversationId>:<sessionId>" (see TranscriptProcessed for the
+// Nats-Msg-Id built from it).
 func SummaryKey(conversationID, sessionID string) string {
 	return conversationID + ":" + sessionID
 }

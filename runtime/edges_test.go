@@ -63,7 +63,8 @@ func TestOutputIDNotSwallowedByInputID(t *testing.T) {
 	if len(outputs) != 1 {
 		t.Fatalf("stored outputs = %d, want 1: the input's message ID swallowed the output", len(outputs))
 	}
-	if got, want := outputs[0].Header.Get(jetstream.MsgIDHeader), OutputMsgID("fn", "test.out", "k1"); got != want {
+	// The format documented in events/ and its schemas.
+	if got, want := outputs[0].Header.Get(jetstream.MsgIDHeader), "jetfn:fn:test.out:k1"; got != want || OutputMsgID("fn", "test.out", "k1") != want {
 		t.Errorf("output Nats-Msg-Id = %q, want %q", got, want)
 	}
 	if s := r.rt.statsOf(t, "fn"); s.DuplicateOutputs != 0 {

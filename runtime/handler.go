@@ -19,9 +19,11 @@ import (
 //     to the dead-letter stream with the error as its reason, then Term'd.
 //     It is never retried.
 //   - an error made by RetryAfter: NakWithDelay with the handler's delay.
-//   - any other error, or a panic: NakWithDelay with the manifest's backoff
-//     entry for this attempt; on the last allowed delivery (maxDeliver) the
-//     message is dead-lettered and Term'd instead.
+//   - any other error, a panic, or a run past the manifest's timeout:
+//     NakWithDelay with the manifest's backoff entry for this attempt; on
+//     the last allowed delivery (maxDeliver) the message is dead-lettered
+//     and Term'd instead. A delivery past maxDeliver (the last one died
+//     with its process) is dead-lettered without calling Handle.
 //
 // JetStream delivers at least once, so Handle must be idempotent: it may run
 // again for a message whose effects already happened.
@@ -51,9 +53,11 @@ type Msg struct {
 }
 
 // Publisher publishes to JetStream and waits for the stream's
-// acknowledgement. msgID becomes the Nats-Msg-Id header: the stream drops a
-// second publish with the same ID inside its duplicate window, which is what
-// makes a handler's publish safe to repeat.
+// acknowledgement. msgID is the output's key: the Publisher a function gets
+// sends it as Nats-Msg-Id scoped to the function and subject (OutputMsgID),
+// and the stream drops a second publish with the same ID inside its
+// duplicate window, which is what makes a handler's publish safe to repeat.
+// A duplicate is acknowledged like a stored message (and counted).
 type Publisher interface {
 	Publish(ctx context.Context, subject string, data []byte, msgID string) error
 }

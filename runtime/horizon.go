@@ -88,3 +88,27 @@ func (h Horizon) explain() string {
 		h.Stream, h.Window, h.Function, h.Total(), h.MaxOutage, h.MaxDeliver, h.Redeliveries, h.MaxDeliver, h.Timeout,
 		h.Stream, h.MinWindow())
 }
+
+// OutputStreamWarnings explains, for each output stream with a message or
+// byte limit, how the limit can forget a message ID inside the duplicate
+// window. It is a warning, not an error: whether the stream reaches its
+// limit within the window depends on traffic that jetfn cannot see.
+func (m *Manifest) OutputStreamWarnings() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, f := range m.Functions {
+		for _, o := range f.Outputs {
+			s, ok := m.Stream(o.Stream)
+			if !ok || seen[s.Name] || (s.MaxMsgs == 0 && s.MaxBytes == 0) {
+				continue
+			}
+			seen[s.Name] = true
+			out = append(out, fmt.Sprintf("stream %s (output of %s): maxMsgs %d / maxBytes %d discard the oldest "+
+				"messages; the server rebuilds its message-ID memory after a restart only from messages still "+
+				"stored, so an output discarded within the %s duplicate window could be stored again by a "+
+				"redelivery. Keep the limits above what the window holds, or leave them unlimited (0).",
+				s.Name, f.Name, s.MaxMsgs, s.MaxBytes, s.Duplicates))
+		}
+	}
+	return out
+}

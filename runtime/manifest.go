@@ -42,6 +42,13 @@ type StreamSpec struct {
 	Storage    string        `yaml:"storage"`
 	Replicas   int           `yaml:"replicas"`
 	MaxAge     time.Duration `yaml:"maxAge"`
+	// Retention is limits (default), interest or workqueue. An output
+	// stream must keep limits (see CheckOutputStreams).
+	Retention string `yaml:"retention"`
+	// MaxMsgs and MaxBytes bound the stream (0, the default, is
+	// unlimited); the oldest messages are discarded past them.
+	MaxMsgs  int64 `yaml:"maxMsgs"`
+	MaxBytes int64 `yaml:"maxBytes"`
 }
 
 // FunctionSpec binds one compiled-in function to a durable pull consumer.
@@ -171,6 +178,9 @@ func (s *StreamSpec) applyDefaults() {
 	}
 	if s.Replicas == 0 {
 		s.Replicas = 1
+	}
+	if s.Retention == "" {
+		s.Retention = "limits"
 	}
 }
 

@@ -38,7 +38,7 @@ func TestManifestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := m.Functions[0]
-	if f.Durable != "summarize-session" || f.MaxAckPending != DefaultMaxAckPending || f.Timeout != 0 {
+	if f.Durable != "summarize-session" || f.MaxAckPending != DefaultMaxAckPending || f.Timeout != DefaultTimeout {
 		t.Errorf("function defaults %+v", f)
 	}
 	if s := m.Streams[0]; s.Duplicates != 24*time.Hour || s.Storage != "file" || s.Replicas != 1 {
@@ -76,9 +76,12 @@ func TestManifestValidation(t *testing.T) {
 		{name: "subject outside the stream",
 			edit: replace("subject: transcription.session-ended", "subject: recording.started"),
 			want: []string{"functions[0] (summarize-session).subject: recording.started is not covered by stream TRANSCRIPTION"}},
+		{name: "heartbeat above half of ackWait",
+			edit: replace("heartbeat: 2s", "heartbeat: 4s"),
+			want: []string{"heartbeat: 4s must be positive and at most half of ackWait 6s (3s)"}},
 		{name: "heartbeat not below ackWait",
 			edit: replace("heartbeat: 2s", "heartbeat: 6s"),
-			want: []string{"heartbeat: 6s is not below ackWait 6s"}},
+			want: []string{"heartbeat: 6s must be positive and at most half of ackWait 6s (3s)"}},
 		{name: "backoff longer than maxDeliver",
 			edit: replace("backoff: [1s, 5s]", "backoff: [1s, 2s, 3s, 4s, 5s, 6s]"),
 			want: []string{"backoff: 6 entries but maxDeliver is 5"}},
@@ -104,7 +107,7 @@ func TestManifestValidation(t *testing.T) {
 			want: []string{
 				`functions[1] (publish-recording-event).durable: "summarize-session" is also the durable of summarize-session`,
 				`functions[1] (publish-recording-event).version: "1.0" is not a SemVer`,
-				"functions[0] (summarize-session).heartbeat: 7s is not below ackWait 6s",
+				"functions[0] (summarize-session).heartbeat: 7s must be positive and at most half of ackWait 6s",
 			}},
 	}
 	for _, tt := range tests {

@@ -45,7 +45,7 @@ func permsHandler(deps Deps) (Handler, error) {
 
 // TestGeneratedPermissionsSufficient runs the runtime as a user with exactly
 // the generated permissions (streams provisioned by an admin), and checks
-// every route works: handling, output, dead letter by advisory, micro.
+// every route works: handling, output, dead letter of an exhausted message, micro.
 func TestGeneratedPermissionsSufficient(t *testing.T) {
 	m := permsManifest(t)
 	p := startPermsCase(t, m, m.Permissions(PermissionOptions{}), false)
@@ -200,8 +200,8 @@ func startPermsCase(t *testing.T, m *Manifest, perms Permissions, selfProvision 
 
 // exhaustDeliveries plays an instance that died during every delivery of a
 // "lost" message: it takes the message maxDeliver times and never settles
-// it. The runtime's next pull makes the server give up on it and send the
-// max-deliveries advisory, which the runtime must turn into a dead letter.
+// it. The runtime's next pull gets it once more (the consumer's own
+// MaxDeliver is unlimited) and must dead-letter it without the handler.
 func exhaustDeliveries(t *testing.T, env *testEnv) {
 	t.Helper()
 	env.publish("test.in", "lost")

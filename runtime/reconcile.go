@@ -17,6 +17,8 @@ func streamConfig(s StreamSpec) jetstream.StreamConfig {
 	if s.Storage == "memory" {
 		storage = jetstream.MemoryStorage
 	}
+	retention := map[string]jetstream.RetentionPolicy{"interest": jetstream.InterestPolicy,
+		"workqueue": jetstream.WorkQueuePolicy}[s.Retention] // limits is the zero value
 	return jetstream.StreamConfig{
 		Name:       s.Name,
 		Subjects:   s.Subjects,
@@ -24,7 +26,18 @@ func streamConfig(s StreamSpec) jetstream.StreamConfig {
 		Storage:    storage,
 		Replicas:   s.Replicas,
 		MaxAge:     s.MaxAge,
+		Retention:  retention,
+		MaxMsgs:    unlimitedIfZero(s.MaxMsgs),
+		MaxBytes:   unlimitedIfZero(s.MaxBytes),
 	}
+}
+
+// unlimitedIfZero maps the manifest's 0 (unlimited) to the server's -1.
+func unlimitedIfZero(n int64) int64 {
+	if n == 0 {
+		return -1
+	}
+	return n
 }
 
 // ensureStream creates the stream or updates it in place. An update keeps
@@ -75,6 +88,8 @@ func streamDiff(have, want jetstream.StreamConfig) string {
 	d.field("duplicates", have.Duplicates, want.Duplicates)
 	d.field("subjects", have.Subjects, want.Subjects)
 	d.field("retention", have.Retention, want.Retention)
+	d.field("maxMsgs", have.MaxMsgs, want.MaxMsgs)
+	d.field("maxBytes", have.MaxBytes, want.MaxBytes)
 	return d.String()
 }
 

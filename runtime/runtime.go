@@ -140,6 +140,9 @@ func New(nc *nats.Conn, m *Manifest, functions []Function, opts ...Option) (*Run
 		}
 		o.log.Warn("running with a short duplicate window", "err", err)
 	}
+	for _, w := range m.OutputStreamWarnings() {
+		o.log.Warn("output stream can forget message IDs", "warning", w)
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("opening JetStream: %w", err)

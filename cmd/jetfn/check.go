@@ -68,5 +68,8 @@ func readManifest(path string, allowShort bool, out io.Writer) ([]byte, *runtime
 		}
 		fmt.Fprintf(out, "warning (--allow-short-window): %v\n", err)
 	}
+	for _, w := range m.OutputStreamWarnings() {
+		fmt.Fprintf(out, "warning: %s\n", w)
+	}
 	return raw, m, nil
 }
