@@ -58,7 +58,7 @@ func (b *binding) run(ctx context.Context, drainTimeout time.Duration) {
 	w := &workers{b: b, stopping: ctx, handlerCtx: handlerCtx, held: newCredits(),
 		buffer: make(chan *delivery, b.spec.Concurrency+b.maxPrefetch())}
 	for range b.spec.Concurrency {
-		w.start(nil)
+		w.start()
 	}
 	// The keeper and the consumer watch outlive ctx: running handlers need
 	// heartbeats (and a consumer) while the drain waits for them.
@@ -142,7 +142,7 @@ func (b *binding) keepAlive(ctx context.Context, w *workers) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			res := b.tracked.keep(b.spec.Heartbeat-tick, b.bufferBeats)
+			res := b.tracked.keep(b.spec.Heartbeat-tick, b.bufferBeats, w.reserve)
 			b.stats.heartbeats.Add(uint64(res.running))
 			b.stats.bufferBeats.Add(uint64(res.buffered))
 			for _, d := range res.overdue {
@@ -180,9 +180,11 @@ func (b *binding) process(ctx context.Context, d *delivery, s *slot) deliverySta
 		b.log.Error("reading message metadata", "err", err)
 		return stateSettled
 	}
+	// A tick past the timeout: a handler that returns when its context is
+	// cancelled is never abandoned.
 	var deadline time.Time
 	if b.spec.Timeout > 0 {
-		deadline = time.Now().Add(b.spec.Timeout)
+		deadline = time.Now().Add(b.spec.Timeout + b.keepTick())
 	}
 	if !b.tracked.start(d, msg, deadline, s) {
 		return stateReturned // the drain took it

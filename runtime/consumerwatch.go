@@ -12,6 +12,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// restoreTimeout bounds one attempt to bring a consumer back: up to four
+// API calls, one of which may create an R3 stream.
+const restoreTimeout = 10 * time.Second
+
 // consumerCheckEvery is how often a binding looks at its consumer when no
 // pull has failed. A pull against a deleted consumer fails within a pull's
 // expiry and triggers a check at once, so this only refreshes the ack
@@ -95,9 +99,9 @@ func (h *consumerHandle) watch(ctx context.Context) {
 // look refreshes the ack floor, or repairs a missing consumer. Any other
 // error is an outage: the pull loop keeps retrying, nothing to repair.
 func (h *consumerHandle) look(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, consumerInfoTimeout)
+	infoCtx, cancel := context.WithTimeout(ctx, consumerInfoTimeout)
 	defer cancel()
-	info, err := h.get().Info(ctx)
+	info, err := h.get().Info(infoCtx)
 	if err == nil {
 		h.ackFloor.Store(info.AckFloor.Stream)
 		h.found()
@@ -106,6 +110,8 @@ func (h *consumerHandle) look(ctx context.Context) {
 	if !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return
 	}
+	ctx, cancelRestore := context.WithTimeout(ctx, restoreTimeout)
+	defer cancelRestore()
 	if rerr := h.restore(ctx); rerr != nil {
 		note := fmt.Sprintf("missing consumer %s on stream %s: %v", h.spec.Durable, h.spec.Stream, rerr)
 		if h.missing.Swap(&note) == nil {
@@ -135,6 +141,9 @@ func (h *consumerHandle) restore(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("provisioning is off, so jetfn waits for an administrator to recreate it (%w)", err)
 		}
+		if err := checkUnlimitedDeliveries(c, h.spec); err != nil {
+			return err
+		}
 		h.swap(c, s.CachedInfo().Created)
 		return nil
 	}
@@ -152,15 +161,25 @@ func (h *consumerHandle) recreate(ctx context.Context) error {
 		return fmt.Errorf("looking up stream: %w", err)
 	}
 	cfg := consumerConfig(h.spec)
-	created := s.CachedInfo().Created
+	info := s.CachedInfo()
+	created := info.Created
 	h.mu.Lock()
 	sameStream := created.Equal(h.created)
 	h.mu.Unlock()
-	if floor := h.ackFloor.Load(); sameStream && floor > 0 {
+	// A work queue keeps only unacknowledged messages and accepts only
+	// DeliverAll, which there means the same as after the floor.
+	floor := h.ackFloor.Load()
+	if sameStream && floor > 0 && info.Config.Retention != jetstream.WorkQueuePolicy {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, floor+1
 	}
 	c, err := s.CreateOrUpdateConsumer(ctx, cfg)
 	if err != nil {
+		// Another instance may have recreated it first, from its own floor,
+		// and the server refuses to change a start: use theirs.
+		if theirs, lerr := s.Consumer(ctx, h.spec.Durable); lerr == nil {
+			h.swap(theirs, created)
+			return nil
+		}
 		return fmt.Errorf("recreating consumer: %w", err)
 	}
 	h.log.Warn("recreated a deleted consumer from the manifest", "consumer", h.spec.Durable,

@@ -95,16 +95,17 @@ func TestTrackerKeep(t *testing.T) {
 		d.state.Store(int32(c.state))
 		d.lastBeat, d.deadline = c.last, c.deadline
 	}
-	got := tr.keep(time.Minute, true)
+	reserved := 0
+	got := tr.keep(time.Minute, true, func() { reserved++ })
 	if got.running != 1 || got.buffered != 1 || running.beats != 1 || buffered.beats != 1 ||
-		settled.beats != 0 || fresh.beats != 0 || overdue.beats != 0 || len(got.overdue) != 1 {
+		settled.beats != 0 || fresh.beats != 0 || overdue.beats != 0 || len(got.overdue) != 1 || reserved != 1 {
 		t.Fatalf("keep = %+v; beats %d %d %d %d %d; want the due running and buffered ones beaten and the overdue one abandoned",
 			got, running.beats, buffered.beats, settled.beats, fresh.beats, overdue.beats)
 	}
 	if s := deliveryState(got.overdue[0].state.Load()); s != stateAbandoned {
 		t.Errorf("overdue delivery state %d, want abandoned", s)
 	}
-	if again := tr.keep(time.Minute, false); again.running != 0 || again.buffered != 0 || len(again.overdue) != 0 {
+	if again := tr.keep(time.Minute, false, nil); again.running != 0 || again.buffered != 0 || len(again.overdue) != 0 {
 		t.Fatalf("second keep right away = %+v; want nothing due (and buffered beats off)", again)
 	}
 }
@@ -121,7 +122,7 @@ func TestTrackerStartKeepsBeatClock(t *testing.T) {
 	if !tr.start(d, Msg{}, time.Time{}, nil) {
 		t.Fatal("start refused a buffered delivery")
 	}
-	if got := tr.keep(time.Minute, false); got.running != 1 || m.beats != 1 {
+	if got := tr.keep(time.Minute, false, nil); got.running != 1 || m.beats != 1 {
 		t.Fatalf("keep right after start = %+v, beats %d; want the message beaten now", got, m.beats)
 	}
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // fieldReport is the field report's setup: a 2-minute window, ackWait 6s,
-// maxDeliver 5 and a 130s processor outage.
+// maxDeliver 5 and a 130s processor outage; each run may take 2s.
 func fieldReport(window string) string {
 	return `
 streams:
@@ -26,6 +26,7 @@ functions:
     ackWait: 6s
     maxDeliver: 5
     maxOutage: 130s
+    timeout: 2s
     outputs:
       - subject: transcript.processed
         stream: TRANSCRIPTION
@@ -39,8 +40,8 @@ func TestDuplicateWindowCheck(t *testing.T) {
 		wantErr bool
 	}{
 		{name: "field report's 2-minute window is refused", window: "2m", wantErr: true},
-		{name: "one second short of twice the horizon is refused", window: "5m19s", wantErr: true},
-		{name: "twice the horizon passes", window: "5m20s"},
+		{name: "one second short of twice the horizon is refused", window: "5m39s", wantErr: true},
+		{name: "twice the horizon passes", window: "5m40s"},
 		{name: "24h passes", window: "24h"},
 	}
 	for _, tt := range tests {
@@ -63,7 +64,8 @@ func TestDuplicateWindowCheck(t *testing.T) {
 			// The explanation names the stream, the window, the function,
 			// the horizon's parts, the failure and the smallest fix.
 			for _, want := range []string{"stream TRANSCRIPTION keeps message IDs for 2m0s", "function summarize-session",
-				"2m40s", "maxOutage 2m10s", "5 deliveries waiting up to 30s", "stores a second message", "at least 5m20s"} {
+				"2m50s", "maxOutage 2m10s", "5 deliveries waiting up to 30s", "5 × timeout 2s", "stores a second message",
+				"at least 5m40s"} {
 				if tt.window == "2m" && !strings.Contains(err.Error(), want) {
 					t.Errorf("explanation lacks %q", want)
 				}

@@ -153,14 +153,19 @@ func consumerMetadata(f FunctionSpec) map[string]string {
 	return md
 }
 
-// ensureConsumer creates or updates the function's durable consumer. An
-// existing consumer keeps where it starts (a consumer recreated after a
-// deletion starts after its old ack floor), which the server cannot change.
+// ensureConsumer creates or updates the function's durable consumer. A
+// consumer that jetfn recreated after a deletion keeps its start sequence
+// (just after its old ack floor), which the server cannot change.
 func ensureConsumer(ctx context.Context, stream jetstream.Stream, f FunctionSpec) (jetstream.Consumer, error) {
 	want := consumerConfig(f)
-	if existing, err := stream.Consumer(ctx, f.Durable); err == nil {
-		have := existing.CachedInfo().Config
-		want.DeliverPolicy, want.OptStartSeq, want.OptStartTime = have.DeliverPolicy, have.OptStartSeq, have.OptStartTime
+	existing, err := stream.Consumer(ctx, f.Durable)
+	switch {
+	case err == nil:
+		if have := existing.CachedInfo().Config; have.DeliverPolicy == jetstream.DeliverByStartSequencePolicy {
+			want.DeliverPolicy, want.OptStartSeq = have.DeliverPolicy, have.OptStartSeq
+		}
+	case !errors.Is(err, jetstream.ErrConsumerNotFound):
+		return nil, fmt.Errorf("looking up consumer %s of function %s: %w", f.Durable, f.Name, err)
 	}
 	c, err := stream.CreateOrUpdateConsumer(ctx, want)
 	if err == nil {

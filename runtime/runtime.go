@@ -286,11 +286,8 @@ func (r *Runtime) consumer(ctx context.Context, stream jetstream.Stream, spec Fu
 	if err != nil {
 		return nil, fmt.Errorf("looking up consumer %s (provisioning is off): %w", spec.Durable, err)
 	}
-	if n := c.CachedInfo().Config.MaxDeliver; n > 0 {
-		return nil, fmt.Errorf("%w: consumer %s has max_deliver %d on the server; jetfn counts maxDeliver itself "+
-			"and needs the server's unlimited (-1), so that a message whose last allowed delivery died with "+
-			"its process comes once more to be dead-lettered instead of being dropped: `nats consumer edit %s %s --max-deliver=-1`",
-			ErrServerRefused, spec.Durable, n, spec.Stream, spec.Durable)
+	if err := checkUnlimitedDeliveries(c, spec); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
@@ -324,4 +321,19 @@ func (r *Runtime) Stats() []Stats {
 		out = append(out, a.b.status())
 	}
 	return out
+}
+
+// checkUnlimitedDeliveries refuses a consumer, made by someone else, whose
+// server-side max_deliver is finite: jetfn counts maxDeliver itself and
+// needs the server's unlimited, so that a message whose last allowed
+// delivery died with its process comes once more to be dead-lettered
+// instead of being dropped.
+func checkUnlimitedDeliveries(c jetstream.Consumer, spec FunctionSpec) error {
+	if n := c.CachedInfo().Config.MaxDeliver; n > 0 {
+		return fmt.Errorf("%w: consumer %s has max_deliver %d on the server; jetfn counts maxDeliver (%d) itself "+
+			"and needs the server's unlimited (-1), or a message whose last delivery died with its process is "+
+			"dropped: `nats consumer edit %s %s --max-deliver=-1`",
+			ErrServerRefused, spec.Durable, n, spec.MaxDeliver, spec.Stream, spec.Durable)
+	}
+	return nil
 }

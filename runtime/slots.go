@@ -99,8 +99,10 @@ type keepResult struct {
 
 // keep sends InProgress for every held delivery whose server timer was
 // last reset at least `every` ago (buffered ones only if beatBuffered), and
-// abandons every running one past its deadline instead of beating it.
-func (t *tracker) keep(every time.Duration, beatBuffered bool) keepResult {
+// abandons every running one past its deadline instead of beating it,
+// calling reserve for each while the lock still keeps its worker from
+// seeing that it was abandoned.
+func (t *tracker) keep(every time.Duration, beatBuffered bool, reserve func()) keepResult {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var res keepResult
@@ -108,6 +110,7 @@ func (t *tracker) keep(every time.Duration, beatBuffered bool) keepResult {
 	for d := range t.m {
 		state := deliveryState(d.state.Load())
 		if state == stateRunning && !d.deadline.IsZero() && now.After(d.deadline) && d.move(stateRunning, stateAbandoned) {
+			reserve()
 			res.overdue = append(res.overdue, d)
 			continue
 		}

@@ -32,10 +32,20 @@ type slot struct {
 
 func (s *slot) free() { s.once.Do(s.wg.Done) }
 
-// start runs one more worker. Given an abandoned delivery, the worker first
-// settles it as a timed-out attempt, then takes messages like any other.
-func (w *workers) start(abandoned *delivery) {
-	w.wg.Add(1)
+// start runs one more worker.
+func (w *workers) start() {
+	w.reserve()
+	w.run(nil)
+}
+
+// reserve counts a worker about to start, before anything can make the
+// wait group reach zero.
+func (w *workers) reserve() { w.wg.Add(1) }
+
+// run starts a reserved worker. Given an abandoned delivery, the worker
+// first settles it as a timed-out attempt, then takes messages like any
+// other.
+func (w *workers) run(abandoned *delivery) {
 	s := &slot{wg: &w.wg}
 	go func() {
 		defer s.free()
@@ -90,13 +100,14 @@ func (w *workers) wait(timeout time.Duration) bool {
 
 // abandon gives up on a handler past its deadline: it stops being kept
 // alive (the keeper moved it to stateAbandoned), a new worker settles it
-// as a failure and takes its place. The replacement is added before the
-// old slot is freed, so the wait group never touches zero in between.
+// as a failure and takes its place. The keeper reserved the replacement
+// while it held the tracker's lock, before the old worker could see the
+// abandonment and return, so the wait group never touches zero between.
 func (w *workers) abandon(d *delivery) {
 	w.b.stats.abandoned.Add(1)
 	w.b.stats.abandonedRunning.Add(1)
 	w.b.msgLog(d.meta).Error("handler ignored its cancelled context past the timeout; settled its message as a failure and replaced its worker",
 		"timeout", w.b.spec.Timeout)
-	w.start(d)
+	w.run(d)
 	d.slot.free()
 }

@@ -31,7 +31,7 @@ func TestExitCodes(t *testing.T) {
 		{name: "check passes the production manifest", args: []string{"check", "--manifest", "../../manifests/production.yaml"},
 			wantCode: 0, wantOut: "ok (4 streams, 2 functions"},
 		{name: "check refuses the field report's 2-minute window", args: []string{"check", "--manifest", "testdata/field-report-2m.yaml"},
-			wantCode: 1, wantOut: "Set duplicates on TRANSCRIPTION to at least 55m20s"},
+			wantCode: 1, wantOut: "Set duplicates on TRANSCRIPTION to at least 5m40s"},
 		{name: "allow-short-window makes it a warning", args: []string{"check", "--allow-short-window", "--manifest", "testdata/field-report-2m.yaml"},
 			wantCode: 0, wantOut: "warning (--allow-short-window)"},
 		{name: "check lists problems", args: []string{"check", "--manifest", "testdata/bad.yaml"},
