@@ -15,10 +15,10 @@ type active struct {
 	done   chan struct{}
 }
 
-// activate binds spec, registers it and starts handling.
-func (r *Runtime) activate(ctx context.Context, spec FunctionSpec, m *Manifest) (*active, error) {
-	b, err := r.bind(ctx, spec, m)
-	if err != nil {
+// activate connects a prepared binding to its consumer, registers it and
+// starts handling.
+func (r *Runtime) activate(ctx context.Context, b *binding, m *Manifest) (*active, error) {
+	if err := r.connect(ctx, b, m); err != nil {
 		return nil, err
 	}
 	svc, err := b.addService(r.nc, m.Digest)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"sync"
 )
 
 // ErrRefusedManifest is returned by Apply for a manifest revision that the
@@ -57,28 +59,29 @@ func (r *Runtime) apply(ctx context.Context, m *Manifest) error {
 	if r.stopped {
 		return errors.New("the runtime is shutting down")
 	}
-	if err := m.Validate(r.knownNames()); err != nil {
-		return err
-	}
-	if err := m.CheckDuplicateWindows(); err != nil && !r.opts.allowShortWindow {
+	if err := r.check(m); err != nil {
 		return err
 	}
 	old := r.currentManifest()
 	plan := PlanChange(old, m)
+	// Everything that can fail before anything changes: every new handler,
+	// and what the server would refuse.
+	next, err := r.prepareAll(m, plan.touched(m))
+	if err != nil {
+		return err
+	}
+	if refusals, err := ServerRefusals(ctx, r.js, m); err != nil || len(refusals) > 0 {
+		return errors.Join(err, fmt.Errorf("%w: %s", ErrServerRefused, strings.Join(refusals, "; ")))
+	}
 	if err := r.provisionStreams(ctx, m); err != nil {
 		return err
 	}
-	for _, name := range plan.Removed {
-		r.deactivate(name)
-		if r.opts.prune {
-			r.pruneConsumer(ctx, old, name)
-		}
+	started, err := r.startAll(ctx, next, m)
+	if err != nil {
+		r.rollBack(ctx, started, old)
+		return err
 	}
-	for _, spec := range m.Functions {
-		if err := r.applyFunction(ctx, spec, m, plan); err != nil {
-			return err
-		}
-	}
+	r.retire(ctx, old, plan, started)
 	r.mu.Lock()
 	r.manifest = m
 	r.mu.Unlock()
@@ -86,36 +89,129 @@ func (r *Runtime) apply(ctx context.Context, m *Manifest) error {
 	return nil
 }
 
-// applyFunction binds an added function, or re-binds a changed one: the
-// new binding starts first, so a change the server refuses leaves the old
-// one running; then the old one drains (in-flight handlers finish,
-// buffered messages go back) while the new one already pulls, like a
-// second instance would.
-func (r *Runtime) applyFunction(ctx context.Context, spec FunctionSpec, m *Manifest, plan Plan) error {
-	added := slices.Contains(plan.Added, spec.Name)
-	changed := slices.ContainsFunc(plan.Changed, func(c Change) bool { return c.Name == spec.Name })
-	if !added && !changed {
-		return nil
+// check validates m as Run's New did.
+func (r *Runtime) check(m *Manifest) error {
+	if err := m.Validate(r.knownNames()); err != nil {
+		return err
 	}
-	old := r.find(spec.Name)
-	a, err := r.activate(ctx, spec, m)
-	if err != nil {
-		return fmt.Errorf("binding %s: %w", spec.Name, err)
-	}
-	r.mu.Lock()
-	r.active = append(r.active, a)
-	r.mu.Unlock()
-	if old != nil {
-		r.remove(old)
+	if err := m.CheckDuplicateWindows(); err != nil && !r.opts.allowShortWindow {
+		return err
 	}
 	return nil
 }
 
-// deactivate drains and unbinds one function.
-func (r *Runtime) deactivate(name string) {
-	if a := r.find(name); a != nil {
-		r.remove(a)
+// touched lists the functions of next that a switch adds or changes.
+func (p Plan) touched(next *Manifest) []FunctionSpec {
+	var out []FunctionSpec
+	for _, spec := range next.Functions {
+		if slices.Contains(p.Added, spec.Name) ||
+			slices.ContainsFunc(p.Changed, func(c Change) bool { return c.Name == spec.Name }) {
+			out = append(out, spec)
+		}
 	}
+	return out
+}
+
+// prepareAll constructs every binding of specs, or none.
+func (r *Runtime) prepareAll(m *Manifest, specs []FunctionSpec) ([]*binding, error) {
+	var out []*binding
+	var errs []error
+	for _, spec := range specs {
+		b, err := r.prepare(spec, m)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, b)
+	}
+	return out, errors.Join(errs...)
+}
+
+// startAll starts the new bindings next to the running ones, as a second
+// instance would. Before a changed function's consumer is updated, the
+// running binding's heartbeat is tightened to the new one, so a lower
+// ackWait does not get its in-flight messages redelivered.
+func (r *Runtime) startAll(ctx context.Context, next []*binding, m *Manifest) ([]*active, error) {
+	var started []*active
+	for _, b := range next {
+		if old := r.find(b.spec.Name); old != nil {
+			old.b.tightenHeartbeat(b.spec.Heartbeat)
+		}
+		a, err := r.activate(ctx, b, m)
+		if err != nil {
+			return started, fmt.Errorf("binding %s: %w", b.spec.Name, err)
+		}
+		started = append(started, a)
+	}
+	return started, nil
+}
+
+// rollBack stops the bindings an Apply started and puts their consumers
+// back as the running manifest has them, so a refused revision leaves
+// every function as it was. Stream updates already made stay: they are
+// in place and keep every message.
+func (r *Runtime) rollBack(ctx context.Context, started []*active, old *Manifest) {
+	stopConcurrently(started)
+	if r.opts.noProvision {
+		return
+	}
+	for _, a := range started {
+		// An added function's new consumer stays, unbound, like a removed
+		// one's without --prune.
+		spec, ok := old.function(a.b.spec.Name)
+		if !ok {
+			continue
+		}
+		if err := r.restoreConsumer(ctx, spec, old); err != nil {
+			r.opts.log.Error("restoring a consumer after a refused revision", "function", spec.Name, "err", err)
+		}
+	}
+}
+
+func (r *Runtime) restoreConsumer(ctx context.Context, spec FunctionSpec, old *Manifest) error {
+	stream, err := r.js.Stream(ctx, spec.Stream)
+	if err != nil {
+		return err
+	}
+	_, err = ensureConsumer(ctx, stream, spec, old.Digest, nil)
+	return err
+}
+
+// retire takes out of service, all at once, the functions the new manifest
+// removes and the old bindings of those it replaced, so their drains run
+// side by side: a shutdown waiting on this Apply waits one drain timeout,
+// not one per function.
+func (r *Runtime) retire(ctx context.Context, old *Manifest, plan Plan, started []*active) {
+	var out []*active
+	for _, name := range plan.Removed {
+		if a := r.find(name); a != nil {
+			out = append(out, a)
+		}
+	}
+	for _, a := range started {
+		if prev := r.find(a.b.spec.Name); prev != nil {
+			out = append(out, prev)
+		}
+	}
+	r.mu.Lock()
+	r.active = slices.DeleteFunc(r.active, func(x *active) bool { return slices.Contains(out, x) })
+	r.active = append(r.active, started...)
+	r.mu.Unlock()
+	stopConcurrently(out)
+	if r.opts.prune {
+		for _, name := range plan.Removed {
+			r.pruneConsumer(ctx, old, name)
+		}
+	}
+}
+
+// stopConcurrently drains every one of all at once.
+func stopConcurrently(all []*active) {
+	var wg sync.WaitGroup
+	for _, a := range all {
+		wg.Go(a.stop)
+	}
+	wg.Wait()
 }
 
 func (r *Runtime) find(name string) *active {
@@ -126,14 +222,6 @@ func (r *Runtime) find(name string) *active {
 		return nil
 	}
 	return r.active[i]
-}
-
-// remove takes a out of service and drains it.
-func (r *Runtime) remove(a *active) {
-	r.mu.Lock()
-	r.active = slices.DeleteFunc(r.active, func(x *active) bool { return x == a })
-	r.mu.Unlock()
-	a.stop()
 }
 
 func (r *Runtime) knownNames() []string {

@@ -39,6 +39,10 @@ type binding struct {
 	stats     *counters
 	log       *slog.Logger
 	tracked   tracker
+	// heartbeat is spec.Heartbeat, or shorter: an Apply that lowers the
+	// function's ackWait tightens it before the consumer changes, so the
+	// messages this binding still holds are kept alive under the new wait.
+	heartbeat atomic.Int64
 	// bufferBeats is off only in tests that show what it prevents.
 	bufferBeats bool
 	// observe, when set, receives every handler run's duration.
@@ -135,19 +139,33 @@ func (b *binding) fetch(ctx context.Context, free int, buffer chan<- *delivery, 
 // not a timer per message, keeps short handlers free of cost.
 func (b *binding) keepAlive(ctx context.Context, w *workers) {
 	tick := b.keepTick()
-	t := time.NewTicker(tick)
+	t := time.NewTimer(tick)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			res := b.tracked.keep(b.spec.Heartbeat-tick, b.bufferBeats, w.reserve)
+			res := b.tracked.keep(b.currentHeartbeat()-tick, b.bufferBeats, w.reserve)
 			b.stats.heartbeats.Add(uint64(res.running))
 			b.stats.bufferBeats.Add(uint64(res.buffered))
 			for _, d := range res.overdue {
 				w.abandon(d)
 			}
+			tick = b.keepTick()
+			t.Reset(tick)
+		}
+	}
+}
+
+func (b *binding) currentHeartbeat() time.Duration { return time.Duration(b.heartbeat.Load()) }
+
+// tightenHeartbeat lowers the heartbeat to at most hb, never raises it.
+func (b *binding) tightenHeartbeat(hb time.Duration) {
+	for {
+		cur := b.heartbeat.Load()
+		if int64(hb) >= cur || b.heartbeat.CompareAndSwap(cur, int64(hb)) {
+			return
 		}
 	}
 }
@@ -155,7 +173,7 @@ func (b *binding) keepAlive(ctx context.Context, w *workers) {
 // keepTick is a quarter of the heartbeat (or of the timeout, if shorter),
 // so beats and abandonments happen within a quarter of their interval.
 func (b *binding) keepTick() time.Duration {
-	every := b.spec.Heartbeat
+	every := b.currentHeartbeat()
 	if b.spec.Timeout > 0 {
 		every = min(every, b.spec.Timeout)
 	}

@@ -32,6 +32,7 @@ type consumerHandle struct {
 	js        jetstream.JetStream
 	spec      FunctionSpec
 	stream    StreamSpec
+	digest    string
 	provision bool
 	log       *slog.Logger
 
@@ -50,9 +51,9 @@ type consumerHandle struct {
 	kick     chan struct{}
 }
 
-func newConsumerHandle(js jetstream.JetStream, spec FunctionSpec, stream StreamSpec, provision bool,
+func newConsumerHandle(js jetstream.JetStream, spec FunctionSpec, stream StreamSpec, digest string, provision bool,
 	log *slog.Logger, c jetstream.Consumer, created time.Time) *consumerHandle {
-	h := &consumerHandle{js: js, spec: spec, stream: stream, provision: provision, log: log,
+	h := &consumerHandle{js: js, spec: spec, stream: stream, digest: digest, provision: provision, log: log,
 		current: c, created: created, kick: make(chan struct{}, 1)}
 	h.ackFloor.Store(c.CachedInfo().AckFloor.Stream)
 	return h
@@ -160,7 +161,7 @@ func (h *consumerHandle) recreate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("looking up stream: %w", err)
 	}
-	cfg := consumerConfig(h.spec)
+	cfg := consumerConfig(h.spec, h.digest)
 	info := s.CachedInfo()
 	created := info.Created
 	h.mu.Lock()

@@ -42,11 +42,13 @@ type StreamSpec struct {
 	Storage    string        `yaml:"storage"`
 	Replicas   int           `yaml:"replicas"`
 	MaxAge     time.Duration `yaml:"maxAge"`
-	// Retention is limits (default), interest or workqueue. An output
-	// stream must keep limits (see CheckOutputStreams).
+	// Retention is limits, interest or workqueue. Absent, a new stream
+	// gets limits and an existing one keeps its own. An output stream must
+	// keep limits (validateOutputs).
 	Retention string `yaml:"retention"`
-	// MaxMsgs and MaxBytes bound the stream (0, the default, is
-	// unlimited); the oldest messages are discarded past them.
+	// MaxMsgs and MaxBytes bound the stream; the oldest messages are
+	// discarded past them. 0 (absent) leaves them to the server: unlimited
+	// for a new stream, an administrator's value for an existing one.
 	MaxMsgs  int64 `yaml:"maxMsgs"`
 	MaxBytes int64 `yaml:"maxBytes"`
 }
@@ -178,9 +180,6 @@ func (s *StreamSpec) applyDefaults() {
 	}
 	if s.Replicas == 0 {
 		s.Replicas = 1
-	}
-	if s.Retention == "" {
-		s.Retention = "limits"
 	}
 }
 

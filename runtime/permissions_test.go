@@ -237,7 +237,7 @@ func provision(t *testing.T, js jetstream.JetStream, m *Manifest) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := ensureConsumer(ctx, s, f); err != nil {
+		if _, err := ensureConsumer(ctx, s, f, m.Digest, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

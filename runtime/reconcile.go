@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -11,7 +13,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// streamConfig is the JetStream configuration a StreamSpec declares.
+// streamConfig is the JetStream configuration a StreamSpec declares, for a
+// stream that does not exist yet.
 func streamConfig(s StreamSpec) jetstream.StreamConfig {
 	storage := jetstream.FileStorage
 	if s.Storage == "memory" {
@@ -32,6 +35,44 @@ func streamConfig(s StreamSpec) jetstream.StreamConfig {
 	}
 }
 
+// overlayStream is the server's current config with only the fields the
+// manifest manages replaced: subjects, duplicates, storage, replicas and
+// maxAge always; retention, maxMsgs and maxBytes when the manifest sets
+// them. Everything an administrator tuned besides (description, max
+// message size, compression, allow-direct, metadata, sources, placement…)
+// stays as it is: CreateOrUpdateStream replaces the whole config.
+func overlayStream(have jetstream.StreamConfig, s StreamSpec) jetstream.StreamConfig {
+	want := streamConfig(s)
+	out := have
+	out.Subjects, out.Duplicates, out.Storage = want.Subjects, want.Duplicates, want.Storage
+	out.Replicas, out.MaxAge = want.Replicas, want.MaxAge
+	if s.Retention != "" {
+		out.Retention = want.Retention
+	}
+	if s.MaxMsgs != 0 {
+		out.MaxMsgs = want.MaxMsgs
+	}
+	if s.MaxBytes != 0 {
+		out.MaxBytes = want.MaxBytes
+	}
+	out.Metadata = withoutServerKeys(have.Metadata)
+	return out
+}
+
+// withoutServerKeys drops the _nats.* metadata the server adds itself.
+func withoutServerKeys(md map[string]string) map[string]string {
+	if md == nil {
+		return nil
+	}
+	out := make(map[string]string, len(md))
+	for k, v := range md {
+		if !strings.HasPrefix(k, "_nats.") {
+			out[k] = v
+		}
+	}
+	return out
+}
+
 // unlimitedIfZero maps the manifest's 0 (unlimited) to the server's -1.
 func unlimitedIfZero(n int64) int64 {
 	if n == 0 {
@@ -49,6 +90,7 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, spec StreamSpec) 
 	var have *jetstream.StreamConfig
 	if s, err := js.Stream(ctx, spec.Name); err == nil {
 		have = &s.CachedInfo().Config
+		want = overlayStream(*have, spec)
 		if shrinksAge(have.MaxAge, want.MaxAge) {
 			return fmt.Errorf("%w: stream %s field maxAge: shrinking it from %s to %s would delete stored messages",
 				ErrServerRefused, spec.Name, ageString(have.MaxAge), ageString(want.MaxAge))
@@ -104,7 +146,7 @@ func streamDiff(have, want jetstream.StreamConfig) string {
 // server's limit off, such a message comes once more, and the runtime
 // dead-letters it without running the handler (binding.process). The
 // manifest's maxDeliver is kept in the consumer's metadata.
-func consumerConfig(f FunctionSpec) jetstream.ConsumerConfig {
+func consumerConfig(f FunctionSpec, digest string) jetstream.ConsumerConfig {
 	cfg := jetstream.ConsumerConfig{
 		Durable:       f.Durable,
 		Description:   "jetfn function " + f.Name,
@@ -113,7 +155,7 @@ func consumerConfig(f FunctionSpec) jetstream.ConsumerConfig {
 		AckWait:       f.AckWait,
 		MaxDeliver:    -1,
 		MaxAckPending: f.MaxAckPending,
-		Metadata:      consumerMetadata(f),
+		Metadata:      consumerMetadata(f, digest),
 	}
 	if subjects := f.FilterSubjects(); len(subjects) == 1 {
 		cfg.FilterSubject = subjects[0]
@@ -123,11 +165,16 @@ func consumerConfig(f FunctionSpec) jetstream.ConsumerConfig {
 	return cfg
 }
 
-// consumerMetadata names the function and carries its monitor thresholds
-// in the keys natscli's consumer check reads.
-func consumerMetadata(f FunctionSpec) map[string]string {
+// digestKey is the consumer metadata key naming the manifest (its digest)
+// that last configured the consumer, so an instance on another manifest
+// can tell that two revisions are fighting over it.
+const digestKey = "jetfn.manifest_digest"
+
+// consumerMetadata names the function and its manifest, and carries its
+// monitor thresholds in the keys natscli's consumer check reads.
+func consumerMetadata(f FunctionSpec, digest string) map[string]string {
 	md := map[string]string{"jetfn.function": f.Name, "jetfn.version": f.Version,
-		"jetfn.max_deliver": strconv.Itoa(f.MaxDeliver)}
+		"jetfn.max_deliver": strconv.Itoa(f.MaxDeliver), digestKey: digest}
 	m := f.Monitor
 	if m == nil {
 		return md
@@ -153,17 +200,19 @@ func consumerMetadata(f FunctionSpec) map[string]string {
 	return md
 }
 
-// ensureConsumer creates or updates the function's durable consumer. A
-// consumer that jetfn recreated after a deletion keeps its start sequence
-// (just after its old ack floor), which the server cannot change.
-func ensureConsumer(ctx context.Context, stream jetstream.Stream, f FunctionSpec) (jetstream.Consumer, error) {
-	want := consumerConfig(f)
+// ensureConsumer creates the function's durable consumer, or updates an
+// existing one by overlaying only the fields jetfn manages (overlayConsumer).
+// It warns when another manifest configured the consumer differently: two
+// instances on different revisions would overwrite each other at every
+// start.
+func ensureConsumer(ctx context.Context, stream jetstream.Stream, f FunctionSpec, digest string, log *slog.Logger) (jetstream.Consumer, error) {
+	want := consumerConfig(f, digest)
 	existing, err := stream.Consumer(ctx, f.Durable)
 	switch {
 	case err == nil:
-		if have := existing.CachedInfo().Config; have.DeliverPolicy == jetstream.DeliverByStartSequencePolicy {
-			want.DeliverPolicy, want.OptStartSeq = have.DeliverPolicy, have.OptStartSeq
-		}
+		have := existing.CachedInfo().Config
+		want = overlayConsumer(have, f, digest)
+		warnIfOtherManifest(log, have, want, f, digest)
 	case !errors.Is(err, jetstream.ErrConsumerNotFound):
 		return nil, fmt.Errorf("looking up consumer %s of function %s: %w", f.Durable, f.Name, err)
 	}
@@ -172,10 +221,52 @@ func ensureConsumer(ctx context.Context, stream jetstream.Stream, f FunctionSpec
 		return c, nil
 	}
 	detail := ""
-	if existing, lerr := stream.Consumer(ctx, f.Durable); lerr == nil {
+	if existing != nil {
 		detail = " (fields that differ from the server's: " + consumerDiff(existing.CachedInfo().Config, want) + ")"
 	}
 	return nil, fmt.Errorf("%w: consumer %s of function %s: %v%s", ErrServerRefused, f.Durable, f.Name, err, detail)
+}
+
+// overlayConsumer is the server's current consumer config with the fields
+// jetfn manages replaced: ack policy, ackWait, max deliver (unlimited),
+// maxAckPending, filter subjects, no server BackOff, and jetfn's metadata
+// keys (jetfn.*, and io.nats.monitor.* when the manifest has a monitor
+// block). The start (deliver policy) cannot change; a description or
+// metadata an administrator set stays.
+func overlayConsumer(have jetstream.ConsumerConfig, f FunctionSpec, digest string) jetstream.ConsumerConfig {
+	want := consumerConfig(f, digest)
+	out := have
+	out.AckPolicy, out.AckWait, out.MaxDeliver, out.MaxAckPending = want.AckPolicy, want.AckWait, want.MaxDeliver, want.MaxAckPending
+	out.FilterSubject, out.FilterSubjects, out.BackOff = want.FilterSubject, want.FilterSubjects, nil
+	if out.Description == "" {
+		out.Description = want.Description
+	}
+	md := withoutServerKeys(have.Metadata)
+	if md == nil {
+		md = map[string]string{}
+	}
+	for k := range md {
+		if strings.HasPrefix(k, "jetfn.") || f.Monitor != nil && strings.HasPrefix(k, "io.nats.monitor.") {
+			delete(md, k)
+		}
+	}
+	maps.Copy(md, want.Metadata)
+	out.Metadata = md
+	return out
+}
+
+// warnIfOtherManifest logs when the consumer was last configured by a
+// different manifest and this start changes it: the sign of a rolling
+// update in progress, or of instances left on an old revision.
+func warnIfOtherManifest(log *slog.Logger, have, want jetstream.ConsumerConfig, f FunctionSpec, digest string) {
+	theirs := have.Metadata[digestKey]
+	if log == nil || theirs == "" || theirs == digest {
+		return
+	}
+	if diff := consumerDiff(have, want); diff != "none" {
+		log.Warn("consumer was configured by another manifest; instances on different manifests overwrite each other's consumer config at every start (see README: rolling updates)",
+			"consumer", f.Durable, "their_manifest_digest", theirs, "manifest_digest", digest, "changes", diff)
+	}
 }
 
 func consumerDiff(have, want jetstream.ConsumerConfig) string {

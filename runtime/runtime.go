@@ -178,11 +178,15 @@ func (r *Runtime) Run(ctx context.Context) error {
 	if err := r.provisionStreams(ctx, m); err != nil {
 		return err
 	}
-	for _, spec := range m.Functions {
-		a, err := r.activate(ctx, spec, m)
+	prepared, err := r.prepareAll(m, m.Functions)
+	if err != nil {
+		return err
+	}
+	for _, b := range prepared {
+		a, err := r.activate(ctx, b, m)
 		if err != nil {
 			r.stopAll()
-			return fmt.Errorf("binding %s: %w", spec.Name, err)
+			return fmt.Errorf("binding %s: %w", b.spec.Name, err)
 		}
 		r.mu.Lock()
 		r.active = append(r.active, a)
@@ -204,14 +208,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 // stopAll drains every function at once and unregisters it. The functions
 // stay listed (and in Stats) until they have drained.
 func (r *Runtime) stopAll() {
-	r.mu.Lock()
-	all := slices.Clone(r.active)
-	r.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, a := range all {
-		wg.Go(a.stop)
-	}
-	wg.Wait()
+	stopConcurrently(r.bound())
 	r.mu.Lock()
 	r.active = nil
 	r.mu.Unlock()
@@ -227,8 +224,11 @@ func (r *Runtime) currentManifest() *Manifest {
 	return r.manifest
 }
 
-// bind constructs the function's handler and its consumer.
-func (r *Runtime) bind(ctx context.Context, spec FunctionSpec, m *Manifest) (*binding, error) {
+// prepare builds a function's binding up to what touches the server: its
+// handler (the constructor runs here) and its counters. Run and Apply
+// prepare every binding before they change anything, so a constructor that
+// fails leaves everything as it was.
+func (r *Runtime) prepare(spec FunctionSpec, m *Manifest) (*binding, error) {
 	log := r.opts.log.With("function", spec.Name)
 	stats := &counters{}
 	handler, err := r.functions[spec.Name](Deps{
@@ -238,21 +238,10 @@ func (r *Runtime) bind(ctx context.Context, spec FunctionSpec, m *Manifest) (*bi
 		Mongo:     r.opts.mongo,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("constructing handler: %w", err)
+		return nil, fmt.Errorf("binding %s: constructing handler: %w", spec.Name, err)
 	}
-	stream, err := r.js.Stream(ctx, spec.Stream)
-	if err != nil {
-		return nil, fmt.Errorf("looking up stream %s: %w", spec.Stream, err)
-	}
-	consumer, err := r.consumer(ctx, stream, spec)
-	if err != nil {
-		return nil, err
-	}
-	streamSpec, _ := m.Stream(spec.Stream)
-	return &binding{
+	b := &binding{
 		spec: spec, handler: handler, js: r.js,
-		consumer: newConsumerHandle(r.js, spec, streamSpec, !r.opts.noProvision, log,
-			consumer, stream.CachedInfo().Created),
 		dlSubject:   m.DeadLetterSubject(spec.Name),
 		policy:      retryPolicy{maxDeliver: spec.MaxDeliver, backoff: spec.Backoff, ackWait: spec.AckWait},
 		stats:       stats,
@@ -260,7 +249,27 @@ func (r *Runtime) bind(ctx context.Context, spec FunctionSpec, m *Manifest) (*bi
 		bufferBeats: !r.opts.noBufferBeats,
 		observe:     r.opts.observe,
 		refusal:     &r.refusal,
-	}, nil
+	}
+	b.heartbeat.Store(int64(spec.Heartbeat))
+	return b, nil
+}
+
+// connect looks up the binding's stream and creates or updates its
+// consumer.
+func (r *Runtime) connect(ctx context.Context, b *binding, m *Manifest) error {
+	spec := b.spec
+	stream, err := r.js.Stream(ctx, spec.Stream)
+	if err != nil {
+		return fmt.Errorf("looking up stream %s: %w", spec.Stream, err)
+	}
+	consumer, err := r.consumer(ctx, stream, spec, m.Digest, b.log)
+	if err != nil {
+		return err
+	}
+	streamSpec, _ := m.Stream(spec.Stream)
+	b.consumer = newConsumerHandle(r.js, spec, streamSpec, m.Digest, !r.opts.noProvision, b.log,
+		consumer, stream.CachedInfo().Created)
+	return nil
 }
 
 // provisionStreams creates or updates the streams. Without provisioning
@@ -278,9 +287,10 @@ func (r *Runtime) provisionStreams(ctx context.Context, m *Manifest) error {
 	return nil
 }
 
-func (r *Runtime) consumer(ctx context.Context, stream jetstream.Stream, spec FunctionSpec) (jetstream.Consumer, error) {
+func (r *Runtime) consumer(ctx context.Context, stream jetstream.Stream, spec FunctionSpec, digest string,
+	log *slog.Logger) (jetstream.Consumer, error) {
 	if !r.opts.noProvision {
-		return ensureConsumer(ctx, stream, spec)
+		return ensureConsumer(ctx, stream, spec, digest, log)
 	}
 	c, err := stream.Consumer(ctx, spec.Durable)
 	if err != nil {

@@ -71,7 +71,7 @@ func (m *Manifest) validateStreams(add problemFunc) {
 			add("%s.duplicates: %s is longer than maxAge %s: a message expires before its ID's window ends, "+
 				"and a restarted server forgets the ID with it", at, s.Duplicates, s.MaxAge)
 		}
-		if !slices.Contains([]string{"limits", "interest", "workqueue"}, s.Retention) {
+		if !slices.Contains([]string{"", "limits", "interest", "workqueue"}, s.Retention) {
 			add("%s.retention: %q is not limits, interest or workqueue", at, s.Retention)
 		}
 		if s.MaxMsgs < 0 || s.MaxBytes < 0 {
@@ -204,7 +204,7 @@ func (m *Manifest) validateOutputs(at string, f *FunctionSpec, add problemFunc) 
 			add("%s.stream: %q is not declared under streams", oat, o.Stream)
 		case !coveredByAny(o.Subject, stream.Subjects):
 			add("%s: subject %s is not stored by stream %s (subjects %v); the publish would fail", oat, o.Subject, o.Stream, stream.Subjects)
-		case stream.Retention != "limits":
+		case stream.Retention == "interest" || stream.Retention == "workqueue":
 			add("%s: stream %s has retention %s, which deletes a message once consumed; the server keeps its "+
 				"message ID only while it is stored, so after a restart a redelivery's repeated output would be "+
 				"stored again inside the duplicate window. Output streams need retention limits", oat, o.Stream, stream.Retention)
