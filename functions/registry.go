@@ -12,7 +12,7 @@ import (
 // All returns every compiled-in function.
 func All() []runtime.Function {
 	return []runtime.Function{
-		{Name: summarizesession.Name, New: summarizesession.New},
-		{Name: publishrecordingevent.Name, New: publishrecordingevent.New},
+		{Name: summarizesession.Name, New: summarizesession.New, CheckConfig: summarizesession.CheckConfig},
+		{Name: publishrecordingevent.Name, New: publishrecordingevent.New, CheckConfig: publishrecordingevent.CheckConfig},
 	}
 }

@@ -22,6 +22,16 @@ var ErrUnknownFunction = errors.New("unknown function")
 // ErrInvalidManifest wraps every problem found while validating a manifest.
 var ErrInvalidManifest = errors.New("invalid manifest")
 
+// ErrInvalidConfig wraps every problem CheckConfigs finds in a manifest's
+// config blocks. It wraps ErrInvalidManifest, so a caller that refuses an
+// invalid manifest refuses a bad config block the same way.
+var ErrInvalidConfig = fmt.Errorf("%w: function config", ErrInvalidManifest)
+
+// ErrUnknownConfigKey is a key in a function's config block that the
+// function does not take: most often a typo, which must not silently leave
+// the setting at its default.
+var ErrUnknownConfigKey = errors.New("unknown key")
+
 // ErrShortWindow is returned when an output stream's duplicate window is
 // shorter than twice the longest time after which a function may publish the
 // same output again; a redelivery after the window would store it twice.

@@ -80,9 +80,15 @@ type Deps struct {
 // taken.
 type Constructor func(Deps) (Handler, error)
 
-// Function is one compiled-in function: the name a manifest uses and its
-// constructor.
+// Function is one compiled-in function: the name a manifest uses, its
+// constructor, and the check of its config block.
 type Function struct {
 	Name string
 	New  Constructor
+	// CheckConfig decodes and validates the config block without touching
+	// any dependency; check, deploy and Apply call it (through
+	// CheckConfigs), so a bad block is refused before anything is bound
+	// rather than when New runs. It should share New's decoding, so the two
+	// cannot drift. Nil leaves the block to New.
+	CheckConfig func(Config) error
 }

@@ -12,9 +12,10 @@ import (
 	"sync"
 )
 
-// Validator is implemented by event types with rules beyond their shape. The
-// JSON adapter calls Validate after decoding; an error makes the message
-// malformed.
+// Validator is implemented by event and config types with rules beyond
+// their shape. The JSON adapter calls Validate after decoding, and an error
+// makes the message malformed; Config.DecodeValid calls it after decoding a
+// config block.
 type Validator interface {
 	Validate() error
 }

@@ -46,8 +46,9 @@ func manifestPath(flagValue string, cfg Config) (string, error) {
 }
 
 // readManifest reads a manifest and validates it against this binary's
-// functions and the duplicate-window rule, printing every problem to out
-// (errCheckFailed). With allowShort a short window is printed as a warning.
+// functions (their names and their config blocks) and the duplicate-window
+// rule, printing every problem to out (errCheckFailed). With allowShort a
+// short window is printed as a warning.
 func readManifest(path string, allowShort bool, out io.Writer) ([]byte, *runtime.Manifest, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -55,7 +56,7 @@ func readManifest(path string, allowShort bool, out io.Writer) ([]byte, *runtime
 	}
 	m, err := runtime.ParseManifest(raw)
 	if err == nil {
-		err = m.Validate(runtime.Names(functions.All()))
+		err = validate(m)
 	}
 	if err != nil {
 		fmt.Fprintln(out, err)
@@ -72,4 +73,11 @@ func readManifest(path string, allowShort bool, out io.Writer) ([]byte, *runtime
 		fmt.Fprintf(out, "warning: %s\n", w)
 	}
 	return raw, m, nil
+}
+
+// validate runs the manifest's own rules and every function's config check
+// in one go, so one run lists every problem; neither touches a server.
+func validate(m *runtime.Manifest) error {
+	all := functions.All()
+	return errors.Join(m.Validate(runtime.Names(all)), runtime.CheckConfigs(m, all))
 }

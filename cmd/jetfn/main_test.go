@@ -36,6 +36,14 @@ func TestExitCodes(t *testing.T) {
 			wantCode: 0, wantOut: "warning (--allow-short-window)"},
 		{name: "check lists problems", args: []string{"check", "--manifest", "testdata/bad.yaml"},
 			wantCode: 1, wantOut: `unknown function "summarise"`},
+		{name: "check names a config typo, its manifest line and the key meant", args: []string{"check", "--manifest", "testdata/config-typo.yaml"},
+			wantCode: 1, wantOut: "functions[0] (summarize-session).config: line 45: quiett: unknown key; did you mean quiet?"},
+		{name: "check refuses config on a function that takes none, in the same run", args: []string{"check", "--manifest", "testdata/config-typo.yaml"},
+			wantCode: 1, wantOut: "functions[1] (publish-recording-event).config: line 62: retries: unknown key; this block takes no keys"},
+		{name: "check names a config value the function refuses and its manifest line", args: []string{"check", "--manifest", "testdata/config-negative.yaml"},
+			wantCode: 1, wantOut: "functions[0] (summarize-session).config: line 45: quiet: -5s is negative"},
+		{name: "deploy refuses a config typo before connecting", args: []string{"deploy", "--manifest", "testdata/config-typo.yaml"},
+			env: map[string]string{"NATS_URL": ""}, wantCode: 1, wantOut: "line 45: quiett: unknown key; did you mean quiet?"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -34,8 +34,11 @@ type Function struct {
 var _ runtime.Handler = (*Function)(nil)
 
 // New builds the function from the runtime's dependencies. It takes no
-// config.
+// config, and refuses a config block that sets any key.
 func New(deps runtime.Deps) (runtime.Handler, error) {
+	if err := CheckConfig(deps.Config); err != nil {
+		return nil, err
+	}
 	if deps.Mongo == nil {
 		return nil, ErrNoMongo
 	}
@@ -49,6 +52,13 @@ func New(deps runtime.Deps) (runtime.Handler, error) {
 	f := &Function{store: newStore(deps.Mongo), locks: newRecordingLocks(), pub: deps.Publisher, log: log}
 	f.handler = runtime.JSON(f.record)
 	return f, nil
+}
+
+// CheckConfig refuses every key of a config block: the function takes no
+// settings, so any key is a mistake that would otherwise be ignored. New
+// calls it too, so the two cannot drift.
+func CheckConfig(block runtime.Config) error {
+	return block.Decode(&struct{}{})
 }
 
 // Handle decodes and validates the event, then records it.

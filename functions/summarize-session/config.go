@@ -2,8 +2,9 @@ package summarizesession
 
 import (
 	"errors"
-	"fmt"
 	"time"
+
+	"github.com/jetfn/jetfn/runtime"
 )
 
 // Config is the function's `config:` block in the manifest.
@@ -23,16 +24,36 @@ func DefaultConfig() Config {
 	return Config{Quiet: 2 * time.Second, MaxRounds: 5}
 }
 
-// Validate reports every invalid field at once.
+// Validate reports every invalid field at once, each naming its key
+// (runtime.InvalidConfig), so a manifest's problem points to its line.
 func (c Config) Validate() error {
 	var errs []error
 	// Zero is allowed: two counts back to back, no wait for late segments
 	// (benchmarks use it so the wait does not dominate).
 	if c.Quiet < 0 {
-		errs = append(errs, fmt.Errorf("config.quiet: %s is negative", c.Quiet))
+		errs = append(errs, runtime.InvalidConfig("quiet", "%s is negative", c.Quiet))
 	}
 	if c.MaxRounds < 1 {
-		errs = append(errs, fmt.Errorf("config.maxRounds: %d is below 1", c.MaxRounds))
+		errs = append(errs, runtime.InvalidConfig("maxRounds", "%d is below 1", c.MaxRounds))
 	}
 	return errors.Join(errs...)
+}
+
+// CheckConfig decodes and validates a config block without touching Mongo
+// or NATS, so `jetfn check`, deploy and Apply refuse a bad block before the
+// function is bound. It is New's own reading of the block.
+func CheckConfig(block runtime.Config) error {
+	_, err := decodeConfig(block)
+	return err
+}
+
+// decodeConfig is the one reading of the block, shared by New and
+// CheckConfig so the two cannot drift: the defaults, then the manifest's
+// keys over them, then the rules.
+func decodeConfig(block runtime.Config) (Config, error) {
+	cfg := DefaultConfig()
+	if err := block.DecodeValid(&cfg); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
 }

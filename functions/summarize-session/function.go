@@ -38,11 +38,8 @@ var _ runtime.Handler = (*Function)(nil)
 // New builds the function from the runtime's dependencies. Its config block
 // takes quiet (default 2s) and maxRounds (default 5).
 func New(deps runtime.Deps) (runtime.Handler, error) {
-	cfg := DefaultConfig()
-	if err := deps.Config.Decode(&cfg); err != nil {
-		return nil, err
-	}
-	if err := cfg.Validate(); err != nil {
+	cfg, err := decodeConfig(deps.Config)
+	if err != nil {
 		return nil, err
 	}
 	if deps.Mongo == nil {

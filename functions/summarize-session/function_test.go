@@ -35,7 +35,7 @@ func TestNewConfig(t *testing.T) {
 		{name: "unknown key", config: "quite: 1s\n", mongo: db, wantErr: "quite"},
 		{name: "bad duration", config: "quiet: soon\n", mongo: db, wantErr: "soon"},
 		{name: "zero quiet is allowed", config: "quiet: 0s\n", mongo: db, want: Config{Quiet: 0, MaxRounds: 5}},
-		{name: "negative quiet and zero rounds", config: "quiet: -1s\nmaxRounds: 0\n", mongo: db, wantErr: "config.quiet: -1s is negative\nconfig.maxRounds: 0 is below 1"},
+		{name: "negative quiet and zero rounds", config: "quiet: -1s\nmaxRounds: 0\n", mongo: db, wantErr: "line 1: quiet: -1s is negative\nline 2: maxRounds: 0 is below 1"},
 		{name: "no mongo", wantErr: "needs Mongo"},
 	}
 	for _, tt := range tests {
