@@ -94,6 +94,9 @@ func (r *Runtime) check(m *Manifest) error {
 	if err := m.Validate(r.knownNames()); err != nil {
 		return err
 	}
+	if err := CheckConfigs(m, r.registry); err != nil {
+		return err
+	}
 	if err := m.CheckDuplicateWindows(); err != nil && !r.opts.allowShortWindow {
 		return err
 	}

@@ -26,6 +26,8 @@ type Runtime struct {
 	js        jetstream.JetStream
 	manifest  *Manifest
 	functions map[string]Constructor
+	// registry is every compiled-in function, for the config checks.
+	registry []Function
 	opts      options
 	ready     chan struct{}
 
@@ -134,6 +136,9 @@ func New(nc *nats.Conn, m *Manifest, functions []Function, opts ...Option) (*Run
 	if err := m.Validate(Names(functions)); err != nil {
 		return nil, err
 	}
+	if err := CheckConfigs(m, functions); err != nil {
+		return nil, err
+	}
 	if err := m.CheckDuplicateWindows(); err != nil {
 		if !o.allowShortWindow {
 			return nil, err
@@ -151,7 +156,8 @@ func New(nc *nats.Conn, m *Manifest, functions []Function, opts ...Option) (*Run
 	for _, f := range functions {
 		byName[f.Name] = f.New
 	}
-	return &Runtime{nc: nc, js: js, manifest: m, functions: byName, opts: o, ready: make(chan struct{})}, nil
+	return &Runtime{nc: nc, js: js, manifest: m, functions: byName, registry: functions, opts: o,
+		ready: make(chan struct{})}, nil
 }
 
 // Names lists the functions' names, sorted, for messages and validation.
