@@ -155,3 +155,32 @@ func TestOtherManifestOnConsumerWarns(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyChecksConfig: a live revision whose config block has a typo is
+// refused before anything changes, naming the key and its manifest line.
+// Before the fix the block was checked only by the constructor, at bind
+// time, after the removals had happened.
+func TestApplyChecksConfig(t *testing.T) {
+	env := newEnv(t)
+	check := func(c Config) error {
+		var cfg struct {
+			Quiet time.Duration `yaml:"quiet"`
+		}
+		return c.Decode(&cfg)
+	}
+	rec := &recorder{}
+	fns := []Function{{Name: "fn", New: func(Deps) (Handler, error) { return rec, nil }, CheckConfig: check},
+		{Name: "fn2", New: func(Deps) (Handler, error) { return rec, nil }}}
+	rt, err := New(env.nc, twoFunctions(t, "    config: {quiet: 1s}\n", true), fns, WithLogger(testLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.run(rt)
+	err = rt.Apply(context.Background(), twoFunctions(t, "    config:\n      quiett: 2s\n", false))
+	if !errors.Is(err, ErrRefusedManifest) || !strings.Contains(err.Error(), "line 11: quiett") {
+		t.Fatalf("Apply = %v, want a refusal naming quiett and its line", err)
+	}
+	if s := rt.Stats(); len(s) != 2 {
+		t.Fatalf("bound after the refused Apply: %d functions, want both", len(s))
+	}
+}
