@@ -28,8 +28,8 @@ type Runtime struct {
 	functions map[string]Constructor
 	// registry is every compiled-in function, for the config checks.
 	registry []Function
-	opts      options
-	ready     chan struct{}
+	opts     options
+	ready    chan struct{}
 
 	mu       sync.Mutex
 	active   []*active // in manifest order
