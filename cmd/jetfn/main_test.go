@@ -34,6 +34,12 @@ func TestExitCodes(t *testing.T) {
 			wantCode: 1, wantOut: "Set duplicates on TRANSCRIPTION to at least 5m40s"},
 		{name: "allow-short-window makes it a warning", args: []string{"check", "--allow-short-window", "--manifest", "testdata/field-report-2m.yaml"},
 			wantCode: 0, wantOut: "warning (--allow-short-window)"},
+		{name: "permissions help names the deployment flags", args: []string{"permissions", "--help"},
+			wantCode: 0, wantOut: "[--deployment NAME] [--prune]"},
+		{name: "permissions for a deployment read its key", args: []string{"permissions", "--deployment", "app", "--manifest", "../../manifests/local.yaml"},
+			wantCode: 0, wantOut: `"$JS.API.DIRECT.GET.KV_jetfn-manifests.$KV.jetfn-manifests.app"`},
+		{name: "permissions refuse a wildcard deployment", args: []string{"permissions", "--deployment", "*", "--manifest", "../../manifests/local.yaml"},
+			wantCode: 2, wantOut: "no wildcards"},
 		{name: "check lists problems", args: []string{"check", "--manifest", "testdata/bad.yaml"},
 			wantCode: 1, wantOut: `unknown function "summarise"`},
 	}
