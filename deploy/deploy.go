@@ -17,7 +17,7 @@ import (
 )
 
 // Bucket is the KV bucket holding one key per deployment.
-const Bucket = "jetfn-manifests"
+const Bucket = runtime.ManifestBucket
 
 // History is how many revisions per deployment the bucket keeps, for
 // rollback.
@@ -41,11 +41,27 @@ func (r Revision) Manifest() (*runtime.Manifest, error) {
 	return m, nil
 }
 
-// bucket opens the bucket, creating it on first use.
+// bucket opens the bucket, creating it on first use; for Store and
+// Rollback, which write revisions.
 func bucket(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket: Bucket, History: History, Description: "jetfn manifests, one key per deployment",
 	})
+	if err != nil {
+		return nil, fmt.Errorf("opening bucket %s: %w", Bucket, err)
+	}
+	return kv, nil
+}
+
+// open opens the bucket without creating it: an instance only reads
+// revisions, so it needs no right to create or update the bucket (see
+// runtime.PermissionOptions.Deployment). A missing bucket means nothing
+// was deployed yet, so the error is also jetstream.ErrKeyNotFound.
+func open(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, fmt.Errorf("opening bucket %s: %w (%w)", Bucket, err, jetstream.ErrKeyNotFound)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("opening bucket %s: %w", Bucket, err)
 	}
@@ -68,9 +84,9 @@ func Store(ctx context.Context, js jetstream.JetStream, deployment string, raw [
 // Load returns the deployment's current revision; jetstream.ErrKeyNotFound
 // when nothing was deployed yet.
 func Load(ctx context.Context, js jetstream.JetStream, deployment string) (Revision, error) {
-	kv, err := bucket(ctx, js)
+	kv, err := open(ctx, js)
 	if err != nil {
-		return Revision{}, err
+		return Revision{}, fmt.Errorf("loading deployment %s: %w", deployment, err)
 	}
 	e, err := kv.Get(ctx, deployment)
 	if err != nil {
@@ -111,7 +127,7 @@ func Rollback(ctx context.Context, js jetstream.JetStream, deployment string) (f
 // until ctx is done. A revision rt refuses is logged (and shown in rt's
 // status); rt keeps running the previous one.
 func Follow(ctx context.Context, js jetstream.JetStream, deployment string, after uint64, rt *runtime.Runtime, log *slog.Logger) error {
-	kv, err := bucket(ctx, js)
+	kv, err := open(ctx, js)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,10 @@ type Permissions struct {
 	AllowResponses bool `json:"allow_responses"`
 }
 
+// ManifestBucket is the KV bucket that holds one key per deployment, each
+// revision a manifest (package deploy stores and follows them).
+const ManifestBucket = "jetfn-manifests"
+
 // PermissionOptions shape the generated permissions.
 type PermissionOptions struct {
 	// InboxPrefix is the connection's inbox prefix (default _INBOX).
@@ -23,11 +27,19 @@ type PermissionOptions struct {
 	// Provision adds the stream and consumer management rights that a
 	// runtime needs when it creates and updates them itself.
 	Provision bool
+	// Deployment is the key in ManifestBucket the instance follows (jetfn
+	// run --deployment NAME): it adds reading and watching that key, and
+	// nothing that writes the bucket.
+	Deployment string
+	// Prune adds deleting each function's durable consumer (jetfn run
+	// --prune, when a revision removes the function).
+	Prune bool
 }
 
 // Permissions lists what an instance running m needs: per function the pull
 // (MSG.NEXT), ack and info APIs of its consumer, the stream lookup, its
-// outputs and dead-letter subject and its micro subjects.
+// outputs and dead-letter subject and its micro subjects. A revision that
+// adds a function needs permissions generated from it.
 func (m *Manifest) Permissions(o PermissionOptions) Permissions {
 	inbox := o.InboxPrefix
 	if inbox == "" {
@@ -45,13 +57,38 @@ func (m *Manifest) Permissions(o PermissionOptions) Permissions {
 		if o.Provision {
 			pub.add("$JS.API.CONSUMER.CREATE."+s+"."+d, "$JS.API.CONSUMER.CREATE."+s+"."+d+".>")
 		}
+		if o.Prune {
+			pub.add("$JS.API.CONSUMER.DELETE." + s + "." + d)
+		}
 	}
 	if o.Provision {
 		for _, s := range m.Streams {
 			pub.add("$JS.API.STREAM.CREATE."+s.Name, "$JS.API.STREAM.UPDATE."+s.Name, "$JS.API.STREAM.INFO."+s.Name)
 		}
 	}
+	if o.Deployment != "" {
+		pub.add(deploymentSubjects(o.Deployment)...)
+	}
 	return Permissions{Publish: pub.list(), Subscribe: sub.list(), AllowResponses: true}
+}
+
+// deploymentSubjects are the JetStream API calls of following one key of
+// ManifestBucket: opening the bucket (stream info), reading the live
+// revision (a direct get of the key's last message), and the watch, an
+// ordered push consumer filtered on the key. The client names that
+// consumer at random and deletes it when the watch stops or resets (the
+// server would drop the ephemeral soon after its subscription goes), so
+// delete is scoped to the bucket's stream, not to one consumer. The
+// watch's flow control replies are covered by allow_responses: the server
+// tracks the reply subject of every message it delivers.
+func deploymentSubjects(key string) []string {
+	stream, subject := "KV_"+ManifestBucket, "$KV."+ManifestBucket+"."+key
+	return []string{
+		"$JS.API.STREAM.INFO." + stream,
+		"$JS.API.DIRECT.GET." + stream + "." + subject,
+		"$JS.API.CONSUMER.CREATE." + stream + ".*." + subject,
+		"$JS.API.CONSUMER.DELETE." + stream + ".*",
+	}
 }
 
 // ServerConfig renders the permissions as a nats-server `permissions`

@@ -67,13 +67,66 @@ func TestGeneratedPermissionsSufficient(t *testing.T) {
 
 // TestProvisionPermissionsSufficient runs the runtime as a user with the
 // --provision permissions on an empty server: it creates every stream and
-// its consumer itself, then works.
+// its consumer itself, then works, and recreates its consumer when an
+// operator deletes it.
 func TestProvisionPermissionsSufficient(t *testing.T) {
 	m := permsManifest(t)
 	p := startPermsCase(t, m, m.Permissions(PermissionOptions{Provision: true}), true)
 	runtimetest.Eventually(t, 20*time.Second, "outputs", func() bool { return p.outputs() == 2 })
+	if err := p.env.js.DeleteConsumer(context.Background(), "TEST", "fn"); err != nil {
+		t.Fatal(err)
+	}
+	runtimetest.Eventually(t, 20*time.Second, "the consumer recreated", func() bool {
+		_, err := p.env.js.Consumer(context.Background(), "TEST", "fn")
+		return err == nil
+	})
+	p.env.publish("test.in", "after")
+	runtimetest.Eventually(t, 20*time.Second, "the output after the recreation", func() bool { return p.outputs() == 3 })
 	if v := p.log.violations(); len(v) > 0 {
 		t.Fatalf("permission violations with the --provision permissions: %v\n%s", v, p.log.String())
+	}
+}
+
+// TestPermissionOptions checks the rights each option adds to the base
+// set, and that none adds a subscription.
+func TestPermissionOptions(t *testing.T) {
+	m := permsManifest(t)
+	base := m.Permissions(PermissionOptions{})
+	tests := []struct {
+		name string
+		opts PermissionOptions
+		want []string
+	}{
+		{name: "provision", opts: PermissionOptions{Provision: true}, want: []string{
+			"$JS.API.CONSUMER.CREATE.TEST.fn", "$JS.API.CONSUMER.CREATE.TEST.fn.>",
+			"$JS.API.STREAM.CREATE.TEST", "$JS.API.STREAM.UPDATE.TEST",
+			"$JS.API.STREAM.CREATE.DEADLETTER", "$JS.API.STREAM.UPDATE.DEADLETTER", "$JS.API.STREAM.INFO.DEADLETTER",
+		}},
+		{name: "prune", opts: PermissionOptions{Prune: true}, want: []string{"$JS.API.CONSUMER.DELETE.TEST.fn"}},
+		{name: "deployment", opts: PermissionOptions{Deployment: "app"}, want: []string{
+			"$JS.API.STREAM.INFO.KV_jetfn-manifests",
+			"$JS.API.DIRECT.GET.KV_jetfn-manifests.$KV.jetfn-manifests.app",
+			"$JS.API.CONSUMER.CREATE.KV_jetfn-manifests.*.$KV.jetfn-manifests.app",
+			"$JS.API.CONSUMER.DELETE.KV_jetfn-manifests.*",
+		}},
+		{name: "a dotted deployment key", opts: PermissionOptions{Deployment: "eu.app"}, want: []string{
+			"$JS.API.STREAM.INFO.KV_jetfn-manifests",
+			"$JS.API.DIRECT.GET.KV_jetfn-manifests.$KV.jetfn-manifests.eu.app",
+			"$JS.API.CONSUMER.CREATE.KV_jetfn-manifests.*.$KV.jetfn-manifests.eu.app",
+			"$JS.API.CONSUMER.DELETE.KV_jetfn-manifests.*",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := m.Permissions(tt.opts)
+			added := slices.DeleteFunc(slices.Clone(got.Publish), func(s string) bool { return slices.Contains(base.Publish, s) })
+			if !slices.Equal(added, tt.want) {
+				t.Errorf("added publish rights:\n got %q\nwant %q", added, tt.want)
+			}
+			if !slices.Equal(got.Subscribe, base.Subscribe) {
+				t.Errorf("subscribe rights changed: %q", got.Subscribe)
+			}
+		})
 	}
 }
 

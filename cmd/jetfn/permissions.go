@@ -5,20 +5,30 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"regexp"
 
 	"github.com/jetfn/jetfn/runtime"
 )
 
+// deploymentKey is a KV key without wildcards, which would widen the
+// generated rights to other deployments.
+var deploymentKey = regexp.MustCompile(`^[-/_=a-zA-Z0-9]+(\.[-/_=a-zA-Z0-9]+)*$`)
+
 // cmdPermissions prints the NATS permissions a runtime instance needs for a
 // manifest, and nothing more.
 func cmdPermissions(_ context.Context, args []string, out, errOut io.Writer) error {
-	fs := newFlags("permissions", "permissions --manifest FILE [--provision] [--json] [--inbox-prefix _INBOX]", errOut)
-	path := fs.String("manifest", "", "manifest (default $JETFN_MANIFEST)")
+	fs := newFlags("permissions", "permissions --manifest FILE [--provision] [--deployment NAME] [--prune] [--json] [--inbox-prefix _INBOX]", errOut)
+	path := fs.String("manifest", "", "manifest (default $JETFN_MANIFEST); with --deployment, one listing every function the deployment will run")
 	provision := fs.Bool("provision", false, "add stream and consumer management rights (the runtime creates them; without it run with --no-provision)")
+	deployment := fs.String("deployment", "", "add reading and watching this key of the "+runtime.ManifestBucket+" KV bucket (for run --deployment NAME); no right to write it")
+	prune := fs.Bool("prune", false, "add deleting each function's durable consumer (for run --prune)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a nats-server config block")
 	inbox := fs.String("inbox-prefix", "_INBOX", "the connection's inbox prefix")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *deployment != "" && !deploymentKey.MatchString(*deployment) {
+		return usageError(fmt.Errorf("--deployment %q: a KV key holds letters, digits and -/_= in dot-separated tokens, no wildcards", *deployment))
 	}
 	cfg, err := loadConfig()
 	if err != nil {
@@ -32,7 +42,8 @@ func cmdPermissions(_ context.Context, args []string, out, errOut io.Writer) err
 	if err != nil {
 		return usageError(err)
 	}
-	perms := m.Permissions(runtime.PermissionOptions{InboxPrefix: *inbox, Provision: *provision})
+	perms := m.Permissions(runtime.PermissionOptions{InboxPrefix: *inbox, Provision: *provision,
+		Deployment: *deployment, Prune: *prune})
 	if *asJSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")

@@ -1,0 +1,379 @@
+package deploy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetfn/jetfn/runtime"
+	"github.com/jetfn/jetfn/runtime/runtimetest"
+)
+
+// The deployment these tests follow: alpha and beta live, then a revision
+// that removes beta, which --prune deletes the consumer of.
+var (
+	bothRevision  = manifestWith(alpha("2s"), beta)
+	alphaRevision = manifestWith(alpha("2s"))
+)
+
+func deploymentPermissions(t *testing.T, provision bool) runtime.Permissions {
+	t.Helper()
+	m, err := runtime.ParseManifest(bothRevision)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Permissions(runtime.PermissionOptions{Deployment: "app", Prune: true, Provision: provision})
+}
+
+// TestDeploymentPermissionsSufficient runs `jetfn run --deployment app
+// --prune` as a user with exactly what `jetfn permissions --deployment app
+// --prune` generates: the instance loads the live revision, handles, applies
+// a revision that removes beta, prunes beta's consumer and stops (its watch
+// consumer removed), all without a permissions violation.
+func TestDeploymentPermissionsSufficient(t *testing.T) {
+	tests := []struct {
+		name      string
+		provision bool
+	}{
+		{name: "streams from an admin (--no-provision)", provision: false},
+		{name: "self-provisioned (--provision)", provision: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := startDeploymentCase(t, deploymentPermissions(t, tt.provision), tt.provision)
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("instance log:\n%s", p.log.String())
+				}
+			})
+			if !p.waitReady(func() bool { return false }) {
+				t.Fatal("the instance ended before it was ready")
+			}
+			for _, subj := range []string{"test.a", "test.b"} {
+				if _, err := p.admin.Publish(context.Background(), subj, []byte(subj+"-1")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			runtimetest.Eventually(t, 20*time.Second, "alpha and beta handled", func() bool {
+				return p.h.count("test.a-1") == 1 && p.h.count("test.b-1") == 1
+			})
+			p.deploy(t, alphaRevision)
+			runtimetest.Eventually(t, 20*time.Second, "beta removed and its consumer pruned", func() bool {
+				return p.runs(alphaRevision) && p.consumerGone("TEST", "beta")
+			})
+			p.stop()
+			runtimetest.Eventually(t, 20*time.Second, "the watch's consumer removed", func() bool {
+				return p.consumers("KV_"+Bucket) == 0
+			})
+			if v := p.log.violations(); len(v) > 0 {
+				t.Fatalf("permission violations with the generated permissions: %v", v)
+			}
+		})
+	}
+}
+
+// TestDeploymentPermissionsMinimal removes each right that --deployment and
+// --prune add, one at a time: each removal must show up as a permissions
+// violation naming the refused subject.
+func TestDeploymentPermissionsMinimal(t *testing.T) {
+	full := deploymentPermissions(t, false)
+	m, err := runtime.ParseManifest(bothRevision)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := m.Permissions(runtime.PermissionOptions{})
+	// Deleting alpha's consumer is the same right as beta's; the scenario
+	// removes only beta.
+	sameAsBeta := "$JS.API.CONSUMER.DELETE.TEST.alpha"
+	var added []string
+	for _, s := range full.Publish {
+		if !slices.Contains(base.Publish, s) && s != sameAsBeta {
+			added = append(added, s)
+		}
+	}
+	if len(added) == 0 {
+		t.Fatal("--deployment and --prune add no publish rights")
+	}
+	if !slices.Equal(full.Subscribe, base.Subscribe) || full.AllowResponses != base.AllowResponses {
+		t.Fatalf("--deployment changed the subscribe rights: %v, want %v", full.Subscribe, base.Subscribe)
+	}
+	for _, removed := range added {
+		t.Run(removed, func(t *testing.T) {
+			perms := full
+			perms.Publish = slices.DeleteFunc(slices.Clone(full.Publish), func(s string) bool { return s == removed })
+			p := startDeploymentCase(t, perms, false)
+			refused := func() bool {
+				return slices.ContainsFunc(p.log.violations(), func(s string) bool { return runtime.SubjectCovered(s, removed) })
+			}
+			// Drive the scenario as far as the missing right lets it go.
+			if p.waitReady(refused) {
+				p.deploy(t, alphaRevision)
+				runtimetest.Eventually(t, 20*time.Second, "the revision applied or refused", func() bool {
+					return refused() || p.runs(alphaRevision) && p.consumerGone("TEST", "beta")
+				})
+			}
+			p.stop()
+			runtimetest.Eventually(t, 20*time.Second, "a violation on "+removed, refused)
+			t.Logf("reported: %v", p.log.violations())
+		})
+	}
+}
+
+// deploymentCase is an instance following deployment "app" as the
+// restricted user, against a server where an admin stored the live
+// revision.
+type deploymentCase struct {
+	admin jetstream.JetStream
+	log   *violationLog
+	h     *handled
+	rt    atomic.Pointer[runtime.Runtime]
+	ready chan struct{}
+	done  chan struct{}
+	stop  func()
+}
+
+// startDeploymentCase stores bothRevision as an admin (who provisions the
+// streams and consumers too unless selfProvision), then starts the
+// instance as the user "jetfn" with perms.
+func startDeploymentCase(t *testing.T, perms runtime.Permissions, selfProvision bool) *deploymentCase {
+	t.Helper()
+	url := startAccountsServer(t, perms)
+	adminNC := runtimetest.Connect(t, strings.Replace(url, "nats://", "nats://admin:admin@", 1))
+	admin, err := jetstream.New(adminNC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &deploymentCase{admin: admin, log: &violationLog{}, h: &handled{times: map[string]int{}},
+		ready: make(chan struct{}), done: make(chan struct{})}
+	p.deploy(t, bothRevision)
+	fns := []runtime.Function{p.h.fn("alpha"), p.h.fn("beta")}
+	opts := []runtime.Option{runtime.WithPrune(), runtime.WithDrainTimeout(100 * time.Millisecond)}
+	if !selfProvision {
+		provisionAsAdmin(t, adminNC, fns)
+		opts = append(opts, runtime.WithoutProvisioning())
+	}
+	// The user's own handler sees what the server refuses before the
+	// runtime installs its own (while loading the revision).
+	user, err := nats.Connect(strings.Replace(url, "nats://", "nats://jetfn:jetfn@", 1),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			fmt.Fprintf(p.log, "async error: %v\n", err)
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(user.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		defer close(p.done)
+		if err := p.follow(ctx, user, fns, opts); err != nil {
+			fmt.Fprintf(p.log, "instance: %v\n", err)
+		}
+	}()
+	var once sync.Once
+	p.stop = func() { once.Do(func() { cancel(); <-p.done }) }
+	t.Cleanup(p.stop)
+	return p
+}
+
+// follow runs the instance the way cmd/jetfn's serve and whenReady do for
+// --deployment: the live revision from KV, the runtime, then Follow once
+// every function is bound.
+func (p *deploymentCase) follow(ctx context.Context, nc *nats.Conn, fns []runtime.Function, opts []runtime.Option) error {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	rev, err := Load(ctx, js, "app")
+	if err != nil {
+		return err
+	}
+	m, err := rev.Manifest()
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(p.log, nil))
+	rt, err := runtime.New(nc, m, fns, append(opts, runtime.WithLogger(log))...)
+	if err != nil {
+		return err
+	}
+	p.rt.Store(rt)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wg.Go(func() {
+		select {
+		case <-rt.Ready():
+			close(p.ready)
+		case <-ctx.Done():
+			return
+		}
+		if err := Follow(ctx, js, "app", rev.Number, rt, log); err != nil {
+			log.Error("following the deployment stopped", "err", err)
+		}
+	})
+	return rt.Run(ctx)
+}
+
+// waitReady waits until the instance is ready (true), or it ended or
+// stop() holds (false).
+func (p *deploymentCase) waitReady(stop func() bool) bool {
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case <-p.ready:
+			return true
+		case <-p.done:
+			return false
+		case <-deadline:
+			return false
+		case <-time.After(10 * time.Millisecond):
+			if stop() {
+				return false
+			}
+		}
+	}
+}
+
+func (p *deploymentCase) deploy(t *testing.T, raw []byte) {
+	t.Helper()
+	if _, err := Store(context.Background(), p.admin, "app", raw); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runs reports whether the instance runs the manifest raw.
+func (p *deploymentCase) runs(raw []byte) bool {
+	rt := p.rt.Load()
+	m, err := runtime.ParseManifest(raw)
+	return rt != nil && err == nil && rt.Manifest().Digest == m.Digest
+}
+
+func (p *deploymentCase) consumerGone(stream, durable string) bool {
+	_, err := p.admin.Consumer(context.Background(), stream, durable)
+	return errors.Is(err, jetstream.ErrConsumerNotFound)
+}
+
+func (p *deploymentCase) consumers(stream string) int {
+	s, err := p.admin.Stream(context.Background(), stream)
+	if err != nil {
+		return -1
+	}
+	info, err := s.Info(context.Background())
+	if err != nil {
+		return -1
+	}
+	return info.State.Consumers
+}
+
+// provisionAsAdmin creates bothRevision's streams and consumers the way an
+// administrator's own `jetfn run` would, and stops.
+func provisionAsAdmin(t *testing.T, nc *nats.Conn, fns []runtime.Function) {
+	t.Helper()
+	m, err := runtime.ParseManifest(bothRevision)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := runtime.New(nc, m, fns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- rt.Run(ctx) }()
+	select {
+	case <-rt.Ready():
+	case err := <-done:
+		cancel()
+		t.Fatalf("provisioning as admin: %v", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("provisioning as admin: %v", err)
+	}
+}
+
+// startAccountsServer starts a nats-server from a config file with an
+// account holding an admin and a "jetfn" user with perms, exactly as
+// `jetfn permissions` prints them. (A copy of the runtime package's.)
+func startAccountsServer(t *testing.T, perms runtime.Permissions) string {
+	t.Helper()
+	dir := t.TempDir()
+	conf := fmt.Sprintf(`listen: "127.0.0.1:-1"
+jetstream { store_dir: %q }
+accounts {
+  APP {
+    jetstream: enabled
+    users: [
+      { user: admin, password: admin }
+      { user: jetfn, password: jetfn, %s }
+    ]
+  }
+}
+`, filepath.Join(dir, "js"), perms.ServerConfig())
+	path := filepath.Join(dir, "server.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(path)
+	if err != nil {
+		t.Fatalf("server config:\n%s\n%v", conf, err)
+	}
+	opts.NoSigs, opts.NoLog = true, true
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	return ns.ClientURL()
+}
+
+// violationLog collects the instance's log and finds the subjects of the
+// permissions violations in it. (A copy of the runtime package's.)
+type violationLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *violationLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+var violationRe = regexp.MustCompile(`(?i)permissions violation for (?:publish|subscription) to \\?"([^"\\]+)\\?"`)
+
+func (l *violationLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func (l *violationLog) violations() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, m := range violationRe.FindAllStringSubmatch(l.buf.String(), -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
