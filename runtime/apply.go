@@ -70,8 +70,8 @@ func (r *Runtime) apply(ctx context.Context, m *Manifest) error {
 	if err != nil {
 		return err
 	}
-	if refusals, err := ServerRefusals(ctx, r.js, m); err != nil || len(refusals) > 0 {
-		return errors.Join(err, fmt.Errorf("%w: %s", ErrServerRefused, strings.Join(refusals, "; ")))
+	if err := r.serverRefusals(ctx, m); err != nil {
+		return err
 	}
 	if err := r.provisionStreams(ctx, m); err != nil {
 		return err
@@ -86,6 +86,23 @@ func (r *Runtime) apply(ctx context.Context, m *Manifest) error {
 	r.manifest = m
 	r.mu.Unlock()
 	r.opts.log.Info("applied manifest revision", "manifest_digest", m.Digest, "plan", plan.String())
+	return nil
+}
+
+// serverRefusals is what the server would refuse of m's stream changes.
+// Without provisioning the runtime changes no stream, so there is nothing
+// to ask (and no right to look up streams it only publishes to).
+func (r *Runtime) serverRefusals(ctx context.Context, m *Manifest) error {
+	if r.opts.noProvision {
+		return nil
+	}
+	refusals, err := ServerRefusals(ctx, r.js, m)
+	if err != nil {
+		return err
+	}
+	if len(refusals) > 0 {
+		return fmt.Errorf("%w: %s", ErrServerRefused, strings.Join(refusals, "; "))
+	}
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -138,7 +139,7 @@ func TestOtherManifestOnConsumerWarns(t *testing.T) {
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
 	}
-	var logs bytes.Buffer
+	var logs lockedBuffer
 	second := testManifest(t, "    ackWait: 3s\n")
 	rt, err := New(env.nc, second, []Function{{Name: "fn", New: func(Deps) (Handler, error) { return &recorder{}, nil }}},
 		WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
@@ -183,4 +184,83 @@ func TestApplyChecksConfig(t *testing.T) {
 	if s := rt.Stats(); len(s) != 2 {
 		t.Fatalf("bound after the refused Apply: %d functions, want both", len(s))
 	}
+}
+
+// TestApplyDrainsSideBySide: the bindings an Apply replaces drain at the
+// same time, so a shutdown waiting on the Apply waits one drain timeout,
+// not one per function. Each handler outlives the drain timeout and then
+// waits briefly for the others to be cancelled too: side by side they all
+// are; one after another, the first returns before the second's drain even
+// began. Before the fix Apply drained the replaced bindings one by one.
+func TestApplyDrainsSideBySide(t *testing.T) {
+	env := newEnv(t)
+	var cancelled atomic.Int32
+	var sawAll atomic.Int32
+	running := make(chan struct{}, 3)
+	h := HandlerFunc(func(ctx context.Context, _ Msg) error {
+		running <- struct{}{}
+		<-ctx.Done()
+		cancelled.Add(1)
+		deadline := time.Now().Add(500 * time.Millisecond)
+		for cancelled.Load() < 3 && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if cancelled.Load() == 3 {
+			sawAll.Add(1)
+		}
+		return ctx.Err()
+	})
+	three := func(ackWait string) *Manifest {
+		m, err := ParseManifest([]byte(`
+streams:
+  - {name: TEST, subjects: ["test.>"]}
+  - {name: DEADLETTER, subjects: ["deadletter.>"]}
+functions:
+  - {name: a, version: 1.0.0, stream: TEST, subject: test.a, ackWait: ` + ackWait + `}
+  - {name: b, version: 1.0.0, stream: TEST, subject: test.b, ackWait: ` + ackWait + `}
+  - {name: c, version: 1.0.0, stream: TEST, subject: test.c, ackWait: ` + ackWait + `}
+`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	ctor := func(Deps) (Handler, error) { return h, nil }
+	rt, err := New(env.nc, three("5s"), []Function{{Name: "a", New: ctor}, {Name: "b", New: ctor}, {Name: "c", New: ctor}},
+		WithLogger(testLogger()), WithDrainTimeout(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.run(rt)
+	for _, s := range []string{"test.a", "test.b", "test.c"} {
+		env.publish(s, "x")
+	}
+	for range 3 {
+		<-running
+	}
+	if err := rt.Apply(context.Background(), three("6s")); err != nil {
+		t.Fatal(err)
+	}
+	if n := sawAll.Load(); n != 3 {
+		t.Fatalf("%d of 3 drained handlers saw the other drains under way, want 3: the drains ran one after another", n)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer that the runtime's goroutines may log to
+// while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
