@@ -15,12 +15,17 @@ var ErrRefusedManifest = errors.New("manifest refused; the previous one keeps ru
 
 // Apply switches a running runtime (after Ready) to manifest m without a
 // restart: it updates the streams, binds added functions, re-creates the
-// binding of each changed function by draining only that function while
-// the others keep running, and drains and unbinds removed ones (their
-// durable consumers stay). A manifest that fails validation, names a
-// function this binary does not have, or that the server refuses, is
-// refused: the previous manifest keeps running, and every function's status
-// shows the refusal until a later manifest applies.
+// binding of each changed function (the new binding starts, then the old
+// one drains) while the others keep running, and drains and unbinds
+// removed ones (their durable consumers stay unless WithPrune).
+//
+// It applies all of m or none of it. A manifest that fails validation or a
+// function's config check, names a function this binary does not have, has
+// a constructor that fails, or that the server would refuse, is refused
+// before any running function is touched; a consumer update that fails
+// half-way stops what this Apply started and puts the consumers back. The
+// previous manifest keeps running, and every function's status shows the
+// refusal until a later manifest applies.
 func (r *Runtime) Apply(ctx context.Context, m *Manifest) error {
 	r.applying.Lock()
 	defer r.applying.Unlock()
