@@ -1,14 +1,10 @@
 package deploy
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -16,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -80,7 +75,7 @@ func TestDeploymentPermissionsSufficient(t *testing.T) {
 			runtimetest.Eventually(t, 20*time.Second, "the watch's consumer removed", func() bool {
 				return p.consumers("KV_"+Bucket) == 0
 			})
-			if v := p.log.violations(); len(v) > 0 {
+			if v := p.log.Violations(); len(v) > 0 {
 				t.Fatalf("permission violations with the generated permissions: %v", v)
 			}
 		})
@@ -118,7 +113,7 @@ func TestDeploymentPermissionsMinimal(t *testing.T) {
 			perms.Publish = slices.DeleteFunc(slices.Clone(full.Publish), func(s string) bool { return s == removed })
 			p := startDeploymentCase(t, perms, false)
 			refused := func() bool {
-				return slices.ContainsFunc(p.log.violations(), func(s string) bool { return runtime.SubjectCovered(s, removed) })
+				return slices.ContainsFunc(p.log.Violations(), func(s string) bool { return runtime.SubjectCovered(s, removed) })
 			}
 			// Drive the scenario as far as the missing right lets it go.
 			if p.waitReady(refused) {
@@ -129,7 +124,7 @@ func TestDeploymentPermissionsMinimal(t *testing.T) {
 			}
 			p.stop()
 			runtimetest.Eventually(t, 20*time.Second, "a violation on "+removed, refused)
-			t.Logf("reported: %v", p.log.violations())
+			t.Logf("reported: %v", p.log.Violations())
 		})
 	}
 }
@@ -139,7 +134,7 @@ func TestDeploymentPermissionsMinimal(t *testing.T) {
 // revision.
 type deploymentCase struct {
 	admin jetstream.JetStream
-	log   *violationLog
+	log   *runtimetest.LogBuffer
 	h     *handled
 	rt    atomic.Pointer[runtime.Runtime]
 	ready chan struct{}
@@ -152,13 +147,13 @@ type deploymentCase struct {
 // instance as the user "jetfn" with perms.
 func startDeploymentCase(t *testing.T, perms runtime.Permissions, selfProvision bool) *deploymentCase {
 	t.Helper()
-	url := startAccountsServer(t, perms)
+	url := runtimetest.StartAccountsServer(t, perms.ServerConfig())
 	adminNC := runtimetest.Connect(t, strings.Replace(url, "nats://", "nats://admin:admin@", 1))
 	admin, err := jetstream.New(adminNC)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &deploymentCase{admin: admin, log: &violationLog{}, h: &handled{times: map[string]int{}},
+	p := &deploymentCase{admin: admin, log: &runtimetest.LogBuffer{}, h: &handled{times: map[string]int{}},
 		ready: make(chan struct{}), done: make(chan struct{})}
 	p.deploy(t, bothRevision)
 	fns := []runtime.Function{p.h.fn("alpha"), p.h.fn("beta")}
@@ -306,74 +301,4 @@ func provisionAsAdmin(t *testing.T, nc *nats.Conn, fns []runtime.Function) {
 	if err := <-done; err != nil {
 		t.Fatalf("provisioning as admin: %v", err)
 	}
-}
-
-// startAccountsServer starts a nats-server from a config file with an
-// account holding an admin and a "jetfn" user with perms, exactly as
-// `jetfn permissions` prints them. (A copy of the runtime package's.)
-func startAccountsServer(t *testing.T, perms runtime.Permissions) string {
-	t.Helper()
-	dir := t.TempDir()
-	conf := fmt.Sprintf(`listen: "127.0.0.1:-1"
-jetstream { store_dir: %q }
-accounts {
-  APP {
-    jetstream: enabled
-    users: [
-      { user: admin, password: admin }
-      { user: jetfn, password: jetfn, %s }
-    ]
-  }
-}
-`, filepath.Join(dir, "js"), perms.ServerConfig())
-	path := filepath.Join(dir, "server.conf")
-	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	opts, err := server.ProcessConfigFile(path)
-	if err != nil {
-		t.Fatalf("server config:\n%s\n%v", conf, err)
-	}
-	opts.NoSigs, opts.NoLog = true, true
-	ns, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("server not ready")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	return ns.ClientURL()
-}
-
-// violationLog collects the instance's log and finds the subjects of the
-// permissions violations in it. (A copy of the runtime package's.)
-type violationLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *violationLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-var violationRe = regexp.MustCompile(`(?i)permissions violation for (?:publish|subscription) to \\?"([^"\\]+)\\?"`)
-
-func (l *violationLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-func (l *violationLog) violations() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for _, m := range violationRe.FindAllStringSubmatch(l.buf.String(), -1) {
-		out = append(out, m[1])
-	}
-	return out
 }

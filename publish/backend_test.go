@@ -126,7 +126,7 @@ func TestBackendRefusesBadEvents(t *testing.T) {
 		{name: "deleted without reason", ev: events.RecordingEvent{TS: 1, Event: events.RecordingDeleted, RecordingID: "r", ConversationID: "c"}, want: "reason"},
 		{name: "subject token in id", ev: events.RecordingEvent{TS: 1, Event: events.RecordingStarted, RecordingID: "a.b", ConversationID: "c"}, want: "recordingId"},
 	}
-	var logs syncBuffer
+	var logs runtimetest.LogBuffer
 	b := newBackend(t, "", slog.New(slog.NewTextHandler(&logs, nil)))
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -150,7 +150,7 @@ func TestBackendNATSDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	recordingStream(t, js)
-	var logs syncBuffer
+	var logs runtimetest.LogBuffer
 	b := newBackend(t, ns.ClientURL(), slog.New(slog.NewTextHandler(&logs, nil)))
 	if err := b.RecordingEvent(context.Background(), stopped(1)); err != nil {
 		t.Fatalf("publish with NATS up: %v", err)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,24 +19,6 @@ import (
 	"github.com/jetfn/jetfn/publish"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
 )
-
-// syncBuffer is a log sink safe for the client's goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 func transcriberDB(t *testing.T) *mongo.Database {
 	t.Helper()
@@ -93,7 +74,7 @@ func storedSegments(t *testing.T, db *mongo.Database) []bson.M {
 // TestTranscriberWithoutNATS: no NATS_URL means segments are still saved,
 // nothing is published, and one debug line says so.
 func TestTranscriberWithoutNATS(t *testing.T) {
-	var logs syncBuffer
+	var logs runtimetest.LogBuffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	db := transcriberDB(t)
 	tr := newTranscriber(t, "", db, log)
@@ -192,7 +173,7 @@ func TestTranscriberNATSDown(t *testing.T) {
 	}
 	transcriptionStream(t, js)
 	db := transcriberDB(t)
-	var logs syncBuffer
+	var logs runtimetest.LogBuffer
 	tr := newTranscriber(t, ns.ClientURL(), db, slog.New(slog.NewTextHandler(&logs, nil)))
 	ctx := context.Background()
 	if err := tr.SaveSegment(ctx, segment(0)); err != nil {

@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -139,7 +138,7 @@ func TestOtherManifestOnConsumerWarns(t *testing.T) {
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
 	}
-	var logs lockedBuffer
+	var logs runtimetest.LogBuffer
 	second := testManifest(t, "    ackWait: 3s\n")
 	rt, err := New(env.nc, second, []Function{{Name: "fn", New: func(Deps) (Handler, error) { return &recorder{}, nil }}},
 		WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
@@ -244,23 +243,4 @@ functions:
 	if n := sawAll.Load(); n != 3 {
 		t.Fatalf("%d of 3 drained handlers saw the other drains under way, want 3: the drains ran one after another", n)
 	}
-}
-
-// lockedBuffer is a bytes.Buffer that the runtime's goroutines may log to
-// while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

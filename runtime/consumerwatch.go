@@ -133,22 +133,22 @@ func (h *consumerHandle) found() {
 // provisioning on, else looked up again in case an administrator restored
 // it.
 func (h *consumerHandle) restore(ctx context.Context) error {
-	if !h.provision {
-		s, err := h.js.Stream(ctx, h.spec.Stream)
-		if err != nil {
-			return fmt.Errorf("provisioning is off, so jetfn waits for an administrator to recreate it (%w)", err)
-		}
-		c, err := s.Consumer(ctx, h.spec.Durable)
-		if err != nil {
-			return fmt.Errorf("provisioning is off, so jetfn waits for an administrator to recreate it (%w)", err)
-		}
-		if err := checkUnlimitedDeliveries(c, h.spec); err != nil {
-			return err
-		}
-		h.swap(c, s.CachedInfo().Created)
-		return nil
+	if h.provision {
+		return h.recreate(ctx)
 	}
-	return h.recreate(ctx)
+	s, err := h.js.Stream(ctx, h.spec.Stream)
+	var c jetstream.Consumer
+	if err == nil {
+		c, err = s.Consumer(ctx, h.spec.Durable)
+	}
+	if err != nil {
+		return fmt.Errorf("provisioning is off, so jetfn waits for an administrator to recreate it (%w)", err)
+	}
+	if err := checkUnlimitedDeliveries(c, h.spec); err != nil {
+		return err
+	}
+	h.swap(c, s.CachedInfo().Created)
+	return nil
 }
 
 // recreate makes the stream if it is gone, then the consumer, starting

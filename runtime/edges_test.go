@@ -26,8 +26,8 @@ func publishOutput(pub *Publisher) HandlerFunc {
 	}
 }
 
-// outputEnv starts fn reading test.in and publishing to test.out, both on
-// TEST, with the Publisher the runtime gives it.
+// startOutputFunction starts fn reading test.in and publishing to test.out,
+// both on TEST, with the Publisher the runtime gives it.
 func (e *testEnv) startOutputFunction(extra string) *running {
 	e.t.Helper()
 	var pub Publisher

@@ -43,7 +43,7 @@ func TestHeartbeatKeepsLongHandlerAlive(t *testing.T) {
 			}
 			if tt.heartbeat > 0 {
 				// Past validation on purpose: the manifest refuses a
-				// heartbeat that is not below ackWait.
+				// heartbeat above half of ackWait.
 				m.Functions[0].Heartbeat = tt.heartbeat
 			}
 			r := env.startUnvalidated(m, slowHandler(1500*time.Millisecond))

@@ -1,20 +1,14 @@
 package runtime
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -60,7 +54,7 @@ func TestGeneratedPermissionsSufficient(t *testing.T) {
 	if _, err := p.admin.Request("$SRV.PING.fn", nil, 5*time.Second); err != nil {
 		t.Fatalf("micro PING: %v", err)
 	}
-	if v := p.log.violations(); len(v) > 0 {
+	if v := p.log.Violations(); len(v) > 0 {
 		t.Fatalf("permission violations with the generated permissions: %v", v)
 	}
 }
@@ -82,7 +76,7 @@ func TestProvisionPermissionsSufficient(t *testing.T) {
 	})
 	p.env.publish("test.in", "after")
 	runtimetest.Eventually(t, 20*time.Second, "the output after the recreation", func() bool { return p.outputs() == 3 })
-	if v := p.log.violations(); len(v) > 0 {
+	if v := p.log.Violations(); len(v) > 0 {
 		t.Fatalf("permission violations with the --provision permissions: %v\n%s", v, p.log.String())
 	}
 }
@@ -150,9 +144,9 @@ func TestGeneratedPermissionsMinimal(t *testing.T) {
 			}
 			runtimetest.Eventually(t, 20*time.Second, "a violation on "+removed, func() bool {
 				_, _ = p.admin.Request("$SRV.PING.fn", nil, 50*time.Millisecond)
-				return slices.ContainsFunc(p.log.violations(), func(s string) bool { return SubjectCovered(s, removed) })
+				return slices.ContainsFunc(p.log.Violations(), func(s string) bool { return SubjectCovered(s, removed) })
 			})
-			t.Logf("reported: %v", p.log.violations())
+			t.Logf("reported: %v", p.log.Violations())
 		})
 	}
 }
@@ -185,7 +179,7 @@ func without(p Permissions, c string) Permissions {
 type permsCase struct {
 	env   *testEnv
 	admin *nats.Conn
-	log   *violationLog
+	log   *runtimetest.LogBuffer
 }
 
 func (p *permsCase) outputs() int {
@@ -205,7 +199,7 @@ func (p *permsCase) outputs() int {
 // its streams and consumer itself; otherwise an admin does first.
 func startPermsCase(t *testing.T, m *Manifest, perms Permissions, selfProvision bool) *permsCase {
 	t.Helper()
-	url := startAccountsServer(t, perms)
+	url := runtimetest.StartAccountsServer(t, perms.ServerConfig())
 	admin := runtimetest.Connect(t, strings.Replace(url, "nats://", "nats://admin:admin@", 1))
 	js, err := jetstream.New(admin)
 	if err != nil {
@@ -218,7 +212,7 @@ func startPermsCase(t *testing.T, m *Manifest, perms Permissions, selfProvision 
 		exhaustDeliveries(t, env)
 		opts = append(opts, WithoutProvisioning())
 	}
-	log := &violationLog{}
+	log := &runtimetest.LogBuffer{}
 	user, err := nats.Connect(strings.Replace(url, "nats://", "nats://jetfn:jetfn@", 1))
 	if err != nil {
 		t.Fatal(err)
@@ -294,74 +288,4 @@ func provision(t *testing.T, js jetstream.JetStream, m *Manifest) {
 			t.Fatal(err)
 		}
 	}
-}
-
-// startAccountsServer starts a nats-server from a config file with an
-// account holding an admin and a "jetfn" user with perms, exactly as
-// `jetfn permissions` prints them.
-func startAccountsServer(t *testing.T, perms Permissions) string {
-	t.Helper()
-	dir := t.TempDir()
-	conf := fmt.Sprintf(`listen: "127.0.0.1:-1"
-jetstream { store_dir: %q }
-accounts {
-  APP {
-    jetstream: enabled
-    users: [
-      { user: admin, password: admin }
-      { user: jetfn, password: jetfn, %s }
-    ]
-  }
-}
-`, filepath.Join(dir, "js"), perms.ServerConfig())
-	path := filepath.Join(dir, "server.conf")
-	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	opts, err := server.ProcessConfigFile(path)
-	if err != nil {
-		t.Fatalf("server config:\n%s\n%v", conf, err)
-	}
-	opts.NoSigs, opts.NoLog = true, true
-	ns, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("server not ready")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	return ns.ClientURL()
-}
-
-// violationLog collects the runtime's log and finds the subjects of the
-// permissions violations it reported.
-type violationLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *violationLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-var violationRe = regexp.MustCompile(`(?i)permissions violation for (?:publish|subscription) to \\?"([^"\\]+)\\?"`)
-
-func (l *violationLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-func (l *violationLog) violations() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for _, m := range violationRe.FindAllStringSubmatch(l.buf.String(), -1) {
-		out = append(out, m[1])
-	}
-	return out
 }

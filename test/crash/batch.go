@@ -55,15 +55,8 @@ func (h *Harness) RunBatch(ctx context.Context, b Batch) Row {
 	row := Row{Point: fmt.Sprintf("%s (%dx%d sessions)", b.Disrupt, b.Cycles, b.Sessions),
 		WantSummaries: 1, WantNotifications: 1}
 	res, err := h.runBatch(ctx, b, &row)
-	if stopErr := h.stopChild(); stopErr != nil && err == nil {
-		err = stopErr
-	}
-	for _, r := range res {
-		row.add(r)
-	}
-	if err != nil {
-		row.Errors = append(row.Errors, err.Error())
-	}
+	err = h.stopChildAfter(err)
+	row.addAll(res, err)
 	h.opts.Log.Info("batch", "point", row.Point, "sessions", row.Runs, "one_summary", row.OneSummary,
 		"one_notification", row.OneNotification, "err", err)
 	return row

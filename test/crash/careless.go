@@ -39,15 +39,8 @@ func (h *Harness) RunCareless(ctx context.Context, c Careless) Row {
 	for i := range c.Runs {
 		start := time.Now()
 		res, err := h.carelessOnce(ctx, c.Sessions)
-		if stopErr := h.stopChild(); stopErr != nil && err == nil {
-			err = stopErr
-		}
-		for _, r := range res {
-			row.add(r)
-		}
-		if err != nil {
-			row.Errors = append(row.Errors, err.Error())
-		}
+		err = h.stopChildAfter(err)
+		row.addAll(res, err)
 		h.opts.Log.Info("run", "point", carelessName, "run", i+1, "sessions", len(res), "err", err,
 			"took", time.Since(start).Round(time.Millisecond))
 		if ctx.Err() != nil {

@@ -171,3 +171,12 @@ func (h *Harness) stopChild() error {
 	h.child = nil
 	return err
 }
+
+// stopChildAfter stops the child at the end of a run and returns the run's
+// error, or the stop's if the run had none.
+func (h *Harness) stopChildAfter(err error) error {
+	if stopErr := h.stopChild(); err == nil {
+		return stopErr
+	}
+	return err
+}

@@ -124,9 +124,7 @@ func (h *Harness) RunExhaustion(ctx context.Context, e Exhaustion) Row {
 func (h *Harness) exhaustRun(ctx context.Context, e Exhaustion, maxDeliver, run int, row *Row) string {
 	start := time.Now()
 	res, note := h.exhaustOnce(ctx, e, maxDeliver)
-	if stopErr := h.stopChild(); stopErr != nil && res.Err == nil {
-		res.Err = stopErr
-	}
+	res.Err = h.stopChildAfter(res.Err)
 	h.opts.Log.Info("run", "point", exhaustName, "run", run, "max_deliver", maxDeliver, "summaries", res.Summaries,
 		"notifications", res.Notifications, "dead_letters", res.DeadLetters, "recovery", res.Recovery,
 		"err", res.Err, "took", time.Since(start).Round(time.Millisecond))

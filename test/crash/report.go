@@ -38,6 +38,16 @@ type Row struct {
 	Note string
 }
 
+// addAll adds the results of a pass over many sessions and its error.
+func (r *Row) addAll(res []Result, err error) {
+	for _, x := range res {
+		r.add(x)
+	}
+	if err != nil {
+		r.Errors = append(r.Errors, err.Error())
+	}
+}
+
 func (r *Row) add(res Result) {
 	r.Runs++
 	if res.Summaries == 1 {

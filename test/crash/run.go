@@ -56,10 +56,7 @@ func (h *Harness) runOnce(ctx context.Context, p Point) Result {
 	ctx, cancel := context.WithTimeout(ctx, runTimeout(p, h.opts.Quiet))
 	defer cancel()
 	res, err := h.runSession(ctx, p)
-	if stopErr := h.stopChild(); stopErr != nil && err == nil {
-		err = stopErr
-	}
-	res.Err = err
+	res.Err = h.stopChildAfter(err)
 	return res
 }
 
