@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -59,6 +60,17 @@ func overlayStream(have jetstream.StreamConfig, s StreamSpec) jetstream.StreamCo
 	return out
 }
 
+// sameConfig reports whether the server's config already is the one jetfn
+// would send, ignoring the metadata the server adds itself.
+func sameConfig[C any](have, want C, metadata func(*C) *map[string]string) bool {
+	h, w := metadata(&have), metadata(&want)
+	*h, *w = withoutServerKeys(*h), withoutServerKeys(*w)
+	if len(*h) == 0 && len(*w) == 0 {
+		*h, *w = nil, nil
+	}
+	return reflect.DeepEqual(have, want)
+}
+
 // withoutServerKeys drops the _nats.* metadata the server adds itself.
 func withoutServerKeys(md map[string]string) map[string]string {
 	if md == nil {
@@ -97,6 +109,9 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, spec StreamSpec) 
 		}
 	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return fmt.Errorf("looking up stream %s: %w", spec.Name, err)
+	}
+	if have != nil && sameConfig(*have, want, func(c *jetstream.StreamConfig) *map[string]string { return &c.Metadata }) {
+		return nil // every instance starts here: no update (for R3, no Raft proposal) when nothing changes
 	}
 	if _, err := js.CreateOrUpdateStream(ctx, want); err != nil {
 		if have != nil {
@@ -212,6 +227,9 @@ func ensureConsumer(ctx context.Context, stream jetstream.Stream, f FunctionSpec
 	case err == nil:
 		have := existing.CachedInfo().Config
 		want = overlayConsumer(have, f, digest)
+		if sameConfig(have, want, func(c *jetstream.ConsumerConfig) *map[string]string { return &c.Metadata }) {
+			return existing, nil
+		}
 		warnIfOtherManifest(log, have, want, f, digest)
 	case !errors.Is(err, jetstream.ErrConsumerNotFound):
 		return nil, fmt.Errorf("looking up consumer %s of function %s: %w", f.Durable, f.Name, err)
