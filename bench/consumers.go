@@ -11,6 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetfn/jetfn"
+	"github.com/jetfn/jetfn/manifest"
 	"github.com/jetfn/jetfn/runtime"
 )
 
@@ -126,17 +128,17 @@ func startNoopRuntime(ctx context.Context, nc *nats.Conn, spec childSpec, prefet
 	if err != nil {
 		return nil, err
 	}
-	handle := func(context.Context, runtime.Msg) error { return nil }
+	handle := func(context.Context, jetfn.Msg) error { return nil }
 	if spec.Sleep > 0 {
-		handle = func(ctx context.Context, _ runtime.Msg) error { return sleep(ctx, spec.Sleep) }
+		handle = func(ctx context.Context, _ jetfn.Msg) error { return sleep(ctx, spec.Sleep) }
 	}
-	noop := func(runtime.Deps) (runtime.Handler, error) { return runtime.HandlerFunc(handle), nil }
-	fns := []runtime.Function{{Name: wl.durable, New: noop}}
+	noop := func(jetfn.Deps) (jetfn.Handler, error) { return jetfn.HandlerFunc(handle), nil }
+	fns := []jetfn.Function{{Name: wl.durable, New: noop}}
 	return startRuntime(ctx, nc, m, fns)
 }
 
 // startRuntime runs a runtime until ctx is done and returns once it is ready.
-func startRuntime(ctx context.Context, nc *nats.Conn, m *runtime.Manifest, fns []runtime.Function, opts ...runtime.Option) (func() error, error) {
+func startRuntime(ctx context.Context, nc *nats.Conn, m *manifest.Manifest, fns []jetfn.Function, opts ...runtime.Option) (func() error, error) {
 	log := slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	opts = append(opts, runtime.WithLogger(log), runtime.WithDrainTimeout(5*time.Second))
 	rt, err := runtime.New(nc, m, fns, opts...)

@@ -13,6 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/jetfn/jetfn"
 	"github.com/jetfn/jetfn/events"
 	summarizesession "github.com/jetfn/jetfn/functions/summarize-session"
 	"github.com/jetfn/jetfn/runtime"
@@ -45,7 +46,7 @@ func startSessionRuntime(ctx context.Context, nc *nats.Conn, spec childSpec) (fu
 	if err != nil {
 		return nil, err
 	}
-	fns := []runtime.Function{{Name: summarizesession.Name, New: summarizesession.New}}
+	fns := []jetfn.Function{{Name: summarizesession.Name, New: summarizesession.New}}
 	wait, err := startRuntime(ctx, nc, m, fns, runtime.WithMongo(db))
 	if err != nil {
 		disconnect()

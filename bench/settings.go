@@ -8,7 +8,7 @@ import (
 
 	"github.com/jetfn/jetfn/events"
 	summarizesession "github.com/jetfn/jetfn/functions/summarize-session"
-	"github.com/jetfn/jetfn/runtime"
+	"github.com/jetfn/jetfn/manifest"
 )
 
 // The consumer settings both variants share. The baseline builds its
@@ -101,18 +101,18 @@ const manifestFunction = `
 
 // noopManifest binds the no-op function of workload w with the shared
 // settings; prefetch nil leaves the runtime's derived default.
-func noopManifest(w workload, concurrency int, prefetch *int) (*runtime.Manifest, error) {
+func noopManifest(w workload, concurrency int, prefetch *int) (*manifest.Manifest, error) {
 	text := fmt.Sprintf(manifestStreams, w.stream, "bench.>") + "functions:" +
 		fmt.Sprintf(manifestFunction, w.durable, w.stream, w.subject, w.ackWaitOrDefault(), maxDeliver, maxAckPending, concurrency)
 	if prefetch != nil {
 		text += fmt.Sprintf("    prefetch: %d\n", *prefetch)
 	}
-	return runtime.ParseManifest([]byte(text))
+	return manifest.Parse([]byte(text))
 }
 
 // sessionManifest binds summarize-session with the shared settings and the
 // given quiet period.
-func sessionManifest(concurrency int, quiet time.Duration) (*runtime.Manifest, error) {
+func sessionManifest(concurrency int, quiet time.Duration) (*manifest.Manifest, error) {
 	w := sessionWorkload
 	text := fmt.Sprintf(manifestStreams, w.stream, "transcription.>") + `
   - name: PROCESSED
@@ -125,5 +125,5 @@ functions:` + fmt.Sprintf(manifestFunction, w.durable, w.stream, w.subject, ackW
       quiet: ` + quiet.String() + `
       maxRounds: 5
 `
-	return runtime.ParseManifest([]byte(text))
+	return manifest.Parse([]byte(text))
 }

@@ -13,11 +13,12 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetfn/jetfn/manifest"
 	"github.com/jetfn/jetfn/runtime"
 )
 
 // Bucket is the KV bucket holding one key per deployment.
-const Bucket = runtime.ManifestBucket
+const Bucket = manifest.ManifestBucket
 
 // History is how many revisions per deployment the bucket keeps, for
 // rollback.
@@ -33,8 +34,8 @@ type Revision struct {
 }
 
 // Manifest parses the revision.
-func (r Revision) Manifest() (*runtime.Manifest, error) {
-	m, err := runtime.ParseManifest(r.Raw)
+func (r Revision) Manifest() (*manifest.Manifest, error) {
+	m, err := manifest.Parse(r.Raw)
 	if err != nil {
 		return nil, fmt.Errorf("revision %d: %w", r.Number, err)
 	}
@@ -55,7 +56,7 @@ func bucket(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, er
 
 // open opens the bucket without creating it: an instance only reads
 // revisions, so it needs no right to create or update the bucket (see
-// runtime.PermissionOptions.Deployment). A missing bucket means nothing
+// manifest.PermissionOptions.Deployment). A missing bucket means nothing
 // was deployed yet, so the error is also jetstream.ErrKeyNotFound.
 func open(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
 	kv, err := js.KeyValue(ctx, Bucket)

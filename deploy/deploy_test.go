@@ -13,6 +13,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetfn/jetfn"
+	"github.com/jetfn/jetfn/manifest"
 	"github.com/jetfn/jetfn/runtime"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
 )
@@ -42,9 +44,9 @@ type handled struct {
 	times map[string]int
 }
 
-func (h *handled) fn(name string) runtime.Function {
-	return runtime.Function{Name: name, New: func(runtime.Deps) (runtime.Handler, error) {
-		return runtime.HandlerFunc(func(_ context.Context, m runtime.Msg) error {
+func (h *handled) fn(name string) jetfn.Function {
+	return jetfn.Function{Name: name, New: func(jetfn.Deps) (jetfn.Handler, error) {
+		return jetfn.HandlerFunc(func(_ context.Context, m jetfn.Msg) error {
 			h.mu.Lock()
 			h.times[string(m.Data)]++
 			h.mu.Unlock()
@@ -124,7 +126,7 @@ func TestLiveDeploy(t *testing.T) {
 	js, _ := jetstream.New(admin)
 	ctx := context.Background()
 	h := &handled{times: map[string]int{}}
-	fns := []runtime.Function{h.fn("alpha"), h.fn("beta")}
+	fns := []jetfn.Function{h.fn("alpha"), h.fn("beta")}
 	deployRev := func(raw []byte) uint64 {
 		rev, err := Store(ctx, js, "app", raw)
 		if err != nil {
@@ -149,7 +151,7 @@ func TestLiveDeploy(t *testing.T) {
 		t.Logf("%s: both instances after %s", what, time.Since(start).Round(time.Millisecond))
 	}
 	digestOf := func(raw []byte) string {
-		m, err := runtime.ParseManifest(raw)
+		m, err := manifest.Parse(raw)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -200,7 +202,7 @@ func TestLiveDeploy(t *testing.T) {
 	checkAtMostOnce(t, h, pub.ids("test.b"), js, "beta")
 }
 
-func startInstance(t *testing.T, url string, fns []runtime.Function, rev uint64) *runtime.Runtime {
+func startInstance(t *testing.T, url string, fns []jetfn.Function, rev uint64) *runtime.Runtime {
 	t.Helper()
 	nc := runtimetest.Connect(t, url)
 	js, _ := jetstream.New(nc)

@@ -15,6 +15,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetfn/jetfn"
+	"github.com/jetfn/jetfn/manifest"
 	"github.com/jetfn/jetfn/runtime"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
 )
@@ -26,13 +28,13 @@ var (
 	alphaRevision = manifestWith(alpha("2s"))
 )
 
-func deploymentPermissions(t *testing.T, provision bool) runtime.Permissions {
+func deploymentPermissions(t *testing.T, provision bool) manifest.Permissions {
 	t.Helper()
-	m, err := runtime.ParseManifest(bothRevision)
+	m, err := manifest.Parse(bothRevision)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return m.Permissions(runtime.PermissionOptions{Deployment: "app", Prune: true, Provision: provision})
+	return m.Permissions(manifest.PermissionOptions{Deployment: "app", Prune: true, Provision: provision})
 }
 
 // TestDeploymentPermissionsSufficient runs `jetfn run --deployment app
@@ -87,11 +89,11 @@ func TestDeploymentPermissionsSufficient(t *testing.T) {
 // violation naming the refused subject.
 func TestDeploymentPermissionsMinimal(t *testing.T) {
 	full := deploymentPermissions(t, false)
-	m, err := runtime.ParseManifest(bothRevision)
+	m, err := manifest.Parse(bothRevision)
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := m.Permissions(runtime.PermissionOptions{})
+	base := m.Permissions(manifest.PermissionOptions{})
 	// Deleting alpha's consumer is the same right as beta's; the scenario
 	// removes only beta.
 	sameAsBeta := "$JS.API.CONSUMER.DELETE.TEST.alpha"
@@ -113,7 +115,7 @@ func TestDeploymentPermissionsMinimal(t *testing.T) {
 			perms.Publish = slices.DeleteFunc(slices.Clone(full.Publish), func(s string) bool { return s == removed })
 			p := startDeploymentCase(t, perms, false)
 			refused := func() bool {
-				return slices.ContainsFunc(p.log.Violations(), func(s string) bool { return runtime.SubjectCovered(s, removed) })
+				return slices.ContainsFunc(p.log.Violations(), func(s string) bool { return manifest.SubjectCovered(s, removed) })
 			}
 			// Drive the scenario as far as the missing right lets it go.
 			if p.waitReady(refused) {
@@ -145,7 +147,7 @@ type deploymentCase struct {
 // startDeploymentCase stores bothRevision as an admin (who provisions the
 // streams and consumers too unless selfProvision), then starts the
 // instance as the user "jetfn" with perms.
-func startDeploymentCase(t *testing.T, perms runtime.Permissions, selfProvision bool) *deploymentCase {
+func startDeploymentCase(t *testing.T, perms manifest.Permissions, selfProvision bool) *deploymentCase {
 	t.Helper()
 	url := runtimetest.StartAccountsServer(t, perms.ServerConfig())
 	adminNC := runtimetest.Connect(t, strings.Replace(url, "nats://", "nats://admin:admin@", 1))
@@ -156,7 +158,7 @@ func startDeploymentCase(t *testing.T, perms runtime.Permissions, selfProvision 
 	p := &deploymentCase{admin: admin, log: &runtimetest.LogBuffer{}, h: &handled{times: map[string]int{}},
 		ready: make(chan struct{}), done: make(chan struct{})}
 	p.deploy(t, bothRevision)
-	fns := []runtime.Function{p.h.fn("alpha"), p.h.fn("beta")}
+	fns := []jetfn.Function{p.h.fn("alpha"), p.h.fn("beta")}
 	opts := []runtime.Option{runtime.WithPrune(), runtime.WithDrainTimeout(100 * time.Millisecond)}
 	if !selfProvision {
 		provisionAsAdmin(t, adminNC, fns)
@@ -188,7 +190,7 @@ func startDeploymentCase(t *testing.T, perms runtime.Permissions, selfProvision 
 // follow runs the instance the way cmd/jetfn's serve and whenReady do for
 // --deployment: the live revision from KV, the runtime, then Follow once
 // every function is bound.
-func (p *deploymentCase) follow(ctx context.Context, nc *nats.Conn, fns []runtime.Function, opts []runtime.Option) error {
+func (p *deploymentCase) follow(ctx context.Context, nc *nats.Conn, fns []jetfn.Function, opts []runtime.Option) error {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return err
@@ -255,7 +257,7 @@ func (p *deploymentCase) deploy(t *testing.T, raw []byte) {
 // runs reports whether the instance runs the manifest raw.
 func (p *deploymentCase) runs(raw []byte) bool {
 	rt := p.rt.Load()
-	m, err := runtime.ParseManifest(raw)
+	m, err := manifest.Parse(raw)
 	return rt != nil && err == nil && rt.Manifest().Digest == m.Digest
 }
 
@@ -278,9 +280,9 @@ func (p *deploymentCase) consumers(stream string) int {
 
 // provisionAsAdmin creates bothRevision's streams and consumers the way an
 // administrator's own `jetfn run` would, and stops.
-func provisionAsAdmin(t *testing.T, nc *nats.Conn, fns []runtime.Function) {
+func provisionAsAdmin(t *testing.T, nc *nats.Conn, fns []jetfn.Function) {
 	t.Helper()
-	m, err := runtime.ParseManifest(bothRevision)
+	m, err := manifest.Parse(bothRevision)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,23 +8,23 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/jetfn/jetfn"
 	"github.com/jetfn/jetfn/events"
-	"github.com/jetfn/jetfn/runtime"
 )
 
-// decoders decode a payload exactly as a function's runtime.JSON adapter
+// decoders decode a payload exactly as a function's jetfn.JSON adapter
 // does: strict JSON, required keys, then Validate.
 var decoders = map[string]func([]byte) error{
 	"segment.schema.json": func(b []byte) error {
-		_, err := runtime.DecodeJSON[events.Segment](b)
+		_, err := jetfn.DecodeJSON[events.Segment](b)
 		return err
 	},
 	"session-ended.schema.json": func(b []byte) error {
-		_, err := runtime.DecodeJSON[events.SessionEnded](b)
+		_, err := jetfn.DecodeJSON[events.SessionEnded](b)
 		return err
 	},
 	"transcript-processed.schema.json": func(b []byte) error {
-		_, err := runtime.DecodeJSON[events.TranscriptProcessed](b)
+		_, err := jetfn.DecodeJSON[events.TranscriptProcessed](b)
 		return err
 	},
 }

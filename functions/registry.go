@@ -4,14 +4,14 @@
 package functions
 
 import (
+	"github.com/jetfn/jetfn"
 	publishrecordingevent "github.com/jetfn/jetfn/functions/publish-recording-event"
 	summarizesession "github.com/jetfn/jetfn/functions/summarize-session"
-	"github.com/jetfn/jetfn/runtime"
 )
 
 // All returns every compiled-in function.
-func All() []runtime.Function {
-	return []runtime.Function{
+func All() []jetfn.Function {
+	return []jetfn.Function{
 		{Name: summarizesession.Name, New: summarizesession.New, CheckConfig: summarizesession.CheckConfig},
 		{Name: publishrecordingevent.Name, New: publishrecordingevent.New, CheckConfig: publishrecordingevent.CheckConfig},
 	}

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 
+	"github.com/jetfn/jetfn/manifest"
 	"github.com/nats-io/nats.go/micro"
 )
 
@@ -17,7 +18,7 @@ type active struct {
 
 // activate connects a prepared binding to its consumer, registers it and
 // starts handling.
-func (r *Runtime) activate(ctx context.Context, b *binding, m *Manifest) (*active, error) {
+func (r *Runtime) activate(ctx context.Context, b *binding, m *manifest.Manifest) (*active, error) {
 	if err := r.connect(ctx, b, m); err != nil {
 		return nil, err
 	}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/jetfn/jetfn/manifest"
 )
 
 // ErrRefusedManifest is returned by Apply for a manifest revision that the
@@ -26,7 +28,7 @@ var ErrRefusedManifest = errors.New("manifest refused; the previous one keeps ru
 // half-way stops what this Apply started and puts the consumers back. The
 // previous manifest keeps running, and every function's status shows the
 // refusal until a later manifest applies.
-func (r *Runtime) Apply(ctx context.Context, m *Manifest) error {
+func (r *Runtime) Apply(ctx context.Context, m *manifest.Manifest) error {
 	r.applying.Lock()
 	defer r.applying.Unlock()
 	if err := r.apply(ctx, m); err != nil {
@@ -39,7 +41,7 @@ func (r *Runtime) Apply(ctx context.Context, m *Manifest) error {
 // ApplyYAML parses raw and applies it; a manifest that does not parse is
 // refused like one that does not validate.
 func (r *Runtime) ApplyYAML(ctx context.Context, raw []byte) error {
-	m, err := ParseManifest(raw)
+	m, err := manifest.Parse(raw)
 	if err != nil {
 		r.applying.Lock()
 		defer r.applying.Unlock()
@@ -49,7 +51,7 @@ func (r *Runtime) ApplyYAML(ctx context.Context, raw []byte) error {
 }
 
 // refuse records why a manifest was refused; the caller holds applying.
-func (r *Runtime) refuse(m *Manifest, err error) error {
+func (r *Runtime) refuse(m *manifest.Manifest, err error) error {
 	note := err.Error()
 	r.refusal.Store(&note)
 	digest := ""
@@ -60,7 +62,7 @@ func (r *Runtime) refuse(m *Manifest, err error) error {
 	return fmt.Errorf("%w: %w", ErrRefusedManifest, err)
 }
 
-func (r *Runtime) apply(ctx context.Context, m *Manifest) error {
+func (r *Runtime) apply(ctx context.Context, m *manifest.Manifest) error {
 	if r.stopped {
 		return errors.New("the runtime is shutting down")
 	}
@@ -68,10 +70,10 @@ func (r *Runtime) apply(ctx context.Context, m *Manifest) error {
 		return err
 	}
 	old := r.currentManifest()
-	plan := PlanChange(old, m)
+	plan := manifest.PlanChange(old, m)
 	// Everything that can fail before anything changes: every new handler,
 	// and what the server would refuse.
-	next, err := r.prepareAll(m, plan.touched(m))
+	next, err := r.prepareAll(m, plan.Touched(m))
 	if err != nil {
 		return err
 	}
@@ -97,7 +99,7 @@ func (r *Runtime) apply(ctx context.Context, m *Manifest) error {
 // serverRefusals is what the server would refuse of m's stream changes.
 // Without provisioning the runtime changes no stream, so there is nothing
 // to ask (and no right to look up streams it only publishes to).
-func (r *Runtime) serverRefusals(ctx context.Context, m *Manifest) error {
+func (r *Runtime) serverRefusals(ctx context.Context, m *manifest.Manifest) error {
 	if r.opts.noProvision {
 		return nil
 	}
@@ -112,11 +114,11 @@ func (r *Runtime) serverRefusals(ctx context.Context, m *Manifest) error {
 }
 
 // check validates m as Run's New did.
-func (r *Runtime) check(m *Manifest) error {
+func (r *Runtime) check(m *manifest.Manifest) error {
 	if err := m.Validate(r.knownNames()); err != nil {
 		return err
 	}
-	if err := CheckConfigs(m, r.registry); err != nil {
+	if err := manifest.CheckConfigs(m, r.registry); err != nil {
 		return err
 	}
 	if err := m.CheckDuplicateWindows(); err != nil && !r.opts.allowShortWindow {
@@ -125,20 +127,8 @@ func (r *Runtime) check(m *Manifest) error {
 	return nil
 }
 
-// touched lists the functions of next that a switch adds or changes.
-func (p Plan) touched(next *Manifest) []FunctionSpec {
-	var out []FunctionSpec
-	for _, spec := range next.Functions {
-		if slices.Contains(p.Added, spec.Name) ||
-			slices.ContainsFunc(p.Changed, func(c Change) bool { return c.Name == spec.Name }) {
-			out = append(out, spec)
-		}
-	}
-	return out
-}
-
 // prepareAll constructs every binding of specs, or none.
-func (r *Runtime) prepareAll(m *Manifest, specs []FunctionSpec) ([]*binding, error) {
+func (r *Runtime) prepareAll(m *manifest.Manifest, specs []manifest.FunctionSpec) ([]*binding, error) {
 	var out []*binding
 	var errs []error
 	for _, spec := range specs {
@@ -156,7 +146,7 @@ func (r *Runtime) prepareAll(m *Manifest, specs []FunctionSpec) ([]*binding, err
 // instance would. Before a changed function's consumer is updated, the
 // running binding's heartbeat is tightened to the new one, so a lower
 // ackWait does not get its in-flight messages redelivered.
-func (r *Runtime) startAll(ctx context.Context, next []*binding, m *Manifest) ([]*active, error) {
+func (r *Runtime) startAll(ctx context.Context, next []*binding, m *manifest.Manifest) ([]*active, error) {
 	var started []*active
 	for _, b := range next {
 		if old := r.find(b.spec.Name); old != nil {
@@ -175,7 +165,7 @@ func (r *Runtime) startAll(ctx context.Context, next []*binding, m *Manifest) ([
 // back as the running manifest has them, so a refused revision leaves
 // every function as it was. Stream updates already made stay: they are
 // in place and keep every message.
-func (r *Runtime) rollBack(ctx context.Context, started []*active, old *Manifest) {
+func (r *Runtime) rollBack(ctx context.Context, started []*active, old *manifest.Manifest) {
 	stopConcurrently(started)
 	if r.opts.noProvision {
 		return
@@ -183,7 +173,7 @@ func (r *Runtime) rollBack(ctx context.Context, started []*active, old *Manifest
 	for _, a := range started {
 		// An added function's new consumer stays, unbound, like a removed
 		// one's without --prune.
-		spec, ok := old.function(a.b.spec.Name)
+		spec, ok := old.Function(a.b.spec.Name)
 		if !ok {
 			continue
 		}
@@ -193,7 +183,7 @@ func (r *Runtime) rollBack(ctx context.Context, started []*active, old *Manifest
 	}
 }
 
-func (r *Runtime) restoreConsumer(ctx context.Context, spec FunctionSpec, old *Manifest) error {
+func (r *Runtime) restoreConsumer(ctx context.Context, spec manifest.FunctionSpec, old *manifest.Manifest) error {
 	stream, err := r.js.Stream(ctx, spec.Stream)
 	if err != nil {
 		return err
@@ -206,7 +196,7 @@ func (r *Runtime) restoreConsumer(ctx context.Context, spec FunctionSpec, old *M
 // removes and the old bindings of those it replaced, so their drains run
 // side by side: a shutdown waiting on this Apply waits one drain timeout,
 // not one per function.
-func (r *Runtime) retire(ctx context.Context, old *Manifest, plan Plan, started []*active) {
+func (r *Runtime) retire(ctx context.Context, old *manifest.Manifest, plan manifest.Plan, started []*active) {
 	var out []*active
 	for _, name := range plan.Removed {
 		if a := r.find(name); a != nil {
@@ -260,8 +250,8 @@ func (r *Runtime) knownNames() []string {
 
 // pruneConsumer deletes a removed function's durable consumer. A failure is
 // logged, not fatal: the function is already unbound.
-func (r *Runtime) pruneConsumer(ctx context.Context, old *Manifest, name string) {
-	spec, ok := old.function(name)
+func (r *Runtime) pruneConsumer(ctx context.Context, old *manifest.Manifest, name string) {
+	spec, ok := old.Function(name)
 	if !ok {
 		return
 	}

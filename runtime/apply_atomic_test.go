@@ -10,12 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetfn/jetfn"
+	"github.com/jetfn/jetfn/manifest"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
 )
 
 // twoFunctions is a manifest with fn (reading test.in, with the given
 // config block) and fn2 (reading test.other).
-func twoFunctions(t *testing.T, fnLines string, withFn2 bool) *Manifest {
+func twoFunctions(t *testing.T, fnLines string, withFn2 bool) *manifest.Manifest {
 	t.Helper()
 	text := `
 streams:
@@ -30,7 +32,7 @@ functions:
 	if withFn2 {
 		text += "  - {name: fn2, version: 1.0.0, stream: TEST, subject: test.other}\n"
 	}
-	m, err := ParseManifest([]byte(text))
+	m, err := manifest.Parse([]byte(text))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,8 +41,8 @@ functions:
 
 // refusingConstructor fails when its config block says refuse: true, as a
 // function refuses a bad config value.
-func refusingConstructor(h Handler) Constructor {
-	return func(d Deps) (Handler, error) {
+func refusingConstructor(h jetfn.Handler) jetfn.Constructor {
+	return func(d jetfn.Deps) (jetfn.Handler, error) {
 		var cfg struct {
 			Refuse bool `yaml:"refuse"`
 		}
@@ -61,7 +63,7 @@ func refusingConstructor(h Handler) Constructor {
 func TestApplyRefusedChangesNothing(t *testing.T) {
 	env := newEnv(t)
 	rec := &recorder{}
-	fns := []Function{{Name: "fn", New: refusingConstructor(rec)}, {Name: "fn2", New: refusingConstructor(rec)}}
+	fns := []jetfn.Function{{Name: "fn", New: refusingConstructor(rec)}, {Name: "fn2", New: refusingConstructor(rec)}}
 	rt, err := New(env.nc, twoFunctions(t, "    ackWait: 5s\n", true), fns, WithLogger(testLogger()))
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +99,7 @@ func TestApplyLowerAckWaitKeepsInFlight(t *testing.T) {
 	started := make(chan struct{}, 1)
 	var mu sync.Mutex
 	var deliveries []uint64
-	h := HandlerFunc(func(ctx context.Context, msg Msg) error {
+	h := jetfn.HandlerFunc(func(ctx context.Context, msg jetfn.Msg) error {
 		mu.Lock()
 		deliveries = append(deliveries, msg.NumDelivered)
 		mu.Unlock()
@@ -108,7 +110,7 @@ func TestApplyLowerAckWaitKeepsInFlight(t *testing.T) {
 		time.Sleep(4 * time.Second)
 		return nil
 	})
-	fns := []Function{{Name: "fn", New: func(Deps) (Handler, error) { return h, nil }}}
+	fns := []jetfn.Function{{Name: "fn", New: func(jetfn.Deps) (jetfn.Handler, error) { return h, nil }}}
 	rt, err := New(env.nc, twoFunctions(t, "    ackWait: 3s\n", false), fns, WithLogger(testLogger()),
 		WithDrainTimeout(10*time.Second))
 	if err != nil {
@@ -140,7 +142,7 @@ func TestOtherManifestOnConsumerWarns(t *testing.T) {
 	}
 	var logs runtimetest.LogBuffer
 	second := testManifest(t, "    ackWait: 3s\n")
-	rt, err := New(env.nc, second, []Function{{Name: "fn", New: func(Deps) (Handler, error) { return &recorder{}, nil }}},
+	rt, err := New(env.nc, second, []jetfn.Function{{Name: "fn", New: func(jetfn.Deps) (jetfn.Handler, error) { return &recorder{}, nil }}},
 		WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	if err != nil {
 		t.Fatal(err)
@@ -162,15 +164,15 @@ func TestOtherManifestOnConsumerWarns(t *testing.T) {
 // time, after the removals had happened.
 func TestApplyChecksConfig(t *testing.T) {
 	env := newEnv(t)
-	check := func(c Config) error {
+	check := func(c jetfn.Config) error {
 		var cfg struct {
 			Quiet time.Duration `yaml:"quiet"`
 		}
 		return c.Decode(&cfg)
 	}
 	rec := &recorder{}
-	fns := []Function{{Name: "fn", New: func(Deps) (Handler, error) { return rec, nil }, CheckConfig: check},
-		{Name: "fn2", New: func(Deps) (Handler, error) { return rec, nil }}}
+	fns := []jetfn.Function{{Name: "fn", New: func(jetfn.Deps) (jetfn.Handler, error) { return rec, nil }, CheckConfig: check},
+		{Name: "fn2", New: func(jetfn.Deps) (jetfn.Handler, error) { return rec, nil }}}
 	rt, err := New(env.nc, twoFunctions(t, "    config: {quiet: 1s}\n", true), fns, WithLogger(testLogger()))
 	if err != nil {
 		t.Fatal(err)
@@ -196,7 +198,7 @@ func TestApplyDrainsSideBySide(t *testing.T) {
 	var cancelled atomic.Int32
 	var sawAll atomic.Int32
 	running := make(chan struct{}, 3)
-	h := HandlerFunc(func(ctx context.Context, _ Msg) error {
+	h := jetfn.HandlerFunc(func(ctx context.Context, _ jetfn.Msg) error {
 		running <- struct{}{}
 		<-ctx.Done()
 		cancelled.Add(1)
@@ -209,8 +211,8 @@ func TestApplyDrainsSideBySide(t *testing.T) {
 		}
 		return ctx.Err()
 	})
-	three := func(ackWait string) *Manifest {
-		m, err := ParseManifest([]byte(`
+	three := func(ackWait string) *manifest.Manifest {
+		m, err := manifest.Parse([]byte(`
 streams:
   - {name: TEST, subjects: ["test.>"]}
   - {name: DEADLETTER, subjects: ["deadletter.>"]}
@@ -224,8 +226,8 @@ functions:
 		}
 		return m
 	}
-	ctor := func(Deps) (Handler, error) { return h, nil }
-	rt, err := New(env.nc, three("5s"), []Function{{Name: "a", New: ctor}, {Name: "b", New: ctor}, {Name: "c", New: ctor}},
+	ctor := func(jetfn.Deps) (jetfn.Handler, error) { return h, nil }
+	rt, err := New(env.nc, three("5s"), []jetfn.Function{{Name: "a", New: ctor}, {Name: "b", New: ctor}, {Name: "c", New: ctor}},
 		WithLogger(testLogger()), WithDrainTimeout(200*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)

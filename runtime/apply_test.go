@@ -8,6 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetfn/jetfn"
+	"github.com/jetfn/jetfn/manifest"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
 )
 
@@ -15,7 +17,7 @@ import (
 // unbound and its durable consumer is deleted; the other function stays.
 func TestApplyPrune(t *testing.T) {
 	env := newEnv(t)
-	both, err := ParseManifest([]byte(`
+	both, err := manifest.Parse([]byte(`
 streams:
   - {name: TEST, subjects: ["test.>"]}
   - {name: DEADLETTER, subjects: ["deadletter.>"]}
@@ -27,8 +29,8 @@ functions:
 		t.Fatal(err)
 	}
 	rec := &recorder{}
-	fns := []Function{{Name: "fn", New: func(Deps) (Handler, error) { return rec, nil }},
-		{Name: "fn2", New: func(Deps) (Handler, error) { return rec, nil }}}
+	fns := []jetfn.Function{{Name: "fn", New: func(jetfn.Deps) (jetfn.Handler, error) { return rec, nil }},
+		{Name: "fn2", New: func(jetfn.Deps) (jetfn.Handler, error) { return rec, nil }}}
 	rt, err := New(env.nc, both, fns, WithLogger(testLogger()), WithPrune())
 	if err != nil {
 		t.Fatal(err)

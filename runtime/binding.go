@@ -10,6 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jetfn/jetfn"
+	"github.com/jetfn/jetfn/manifest"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -30,12 +33,11 @@ const settleTimeout = 10 * time.Second
 // running ones, so a message never waits in the buffer long enough to be
 // redelivered (nats.go#1929).
 type binding struct {
-	spec      FunctionSpec
-	handler   Handler
+	spec      manifest.FunctionSpec
+	handler   jetfn.Handler
 	js        jetstream.JetStream
 	consumer  *consumerHandle
 	dlSubject string
-	policy    retryPolicy
 	stats     *counters
 	log       *slog.Logger
 	tracked   tracker
@@ -253,7 +255,7 @@ func errExhausted(maxDeliver int) error {
 
 // msgLog is the logger for lines about one message. It is built only when
 // a line is written: on the success path nothing is logged.
-func (b *binding) msgLog(msg Msg) *slog.Logger {
+func (b *binding) msgLog(msg jetfn.Msg) *slog.Logger {
 	return b.log.With("stream_seq", msg.StreamSequence, "num_delivered", msg.NumDelivered)
 }
 
@@ -261,7 +263,7 @@ func (b *binding) msgLog(msg Msg) *slog.Logger {
 // cancelled then; the keeper abandons a handler that ignores that) and
 // turns a panic into an error, so one bad message cannot take the process
 // down.
-func (b *binding) call(ctx context.Context, msg Msg) (err error) {
+func (b *binding) call(ctx context.Context, msg jetfn.Msg) (err error) {
 	ctx = withNumDelivered(ctx, msg.NumDelivered)
 	if b.spec.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -278,8 +280,8 @@ func (b *binding) call(ctx context.Context, msg Msg) (err error) {
 }
 
 // settle tells JetStream the outcome that decide picked.
-func (b *binding) settle(m jetstream.Msg, msg Msg, herr error) {
-	out := decide(herr, msg.NumDelivered, b.policy)
+func (b *binding) settle(m jetstream.Msg, msg jetfn.Msg, herr error) {
+	out := decide(herr, msg.NumDelivered, &b.spec)
 	switch out.kind {
 	case outcomeAck:
 		if err := m.Ack(); err != nil {
@@ -310,18 +312,18 @@ func (b *binding) nak(m jetstream.Msg, delay time.Duration, log *slog.Logger) {
 // If the store fails the message is kept: it is Nak'd with the backoff, and
 // a later delivery tries again (past maxDeliver, without the handler), so a
 // dead-letter outage delays the record but never loses the message.
-func (b *binding) deadLetter(m jetstream.Msg, msg Msg, cause error) {
+func (b *binding) deadLetter(m jetstream.Msg, msg jetfn.Msg, cause error) {
 	log := b.msgLog(msg)
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
 	dl := deadLetter{
 		function: b.spec.Name, stream: msg.Stream, subject: msg.Subject,
 		sequence: msg.StreamSequence, numDelivered: msg.NumDelivered,
-		data: msg.Data, header: msg.Header, reason: cause.Error(),
+		data: msg.Data, header: nats.Header(msg.Header), reason: cause.Error(),
 	}
 	if err := publishDeadLetter(ctx, b.js, b.dlSubject, dl); err != nil {
 		log.Error("dead-lettering failed; message kept for redelivery", "err", err, "cause", cause)
-		b.nak(m, b.policy.delayAfter(msg.NumDelivered), log)
+		b.nak(m, b.spec.RetryDelay(msg.NumDelivered), log)
 		return
 	}
 	b.stats.deadLettered.Add(1)
@@ -348,15 +350,15 @@ func (b *binding) drain(w *workers, timeout time.Duration, cancelHandlers contex
 	}
 }
 
-func toMsg(m jetstream.Msg) (Msg, error) {
+func toMsg(m jetstream.Msg) (jetfn.Msg, error) {
 	meta, err := m.Metadata()
 	if err != nil {
-		return Msg{}, err
+		return jetfn.Msg{}, err
 	}
-	return Msg{
+	return jetfn.Msg{
 		Subject:        m.Subject(),
 		Data:           m.Data(),
-		Header:         m.Headers(),
+		Header:         jetfn.Header(m.Headers()),
 		Stream:         meta.Stream,
 		StreamSequence: meta.Sequence.Stream,
 		NumDelivered:   meta.NumDelivered,

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetfn/jetfn"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
 )
 
@@ -54,13 +55,13 @@ func TestDeadLetterWithoutRetry(t *testing.T) {
 		{name: "case-variant key", payload: `{"ID":"a"}`, wantReason: "only in case"},
 		{name: "trailing data", payload: `{"id":"a"} {}`, wantReason: "trailing data"},
 		{name: "refused by Validate", payload: `{"id":"a.b"}`, wantReason: "subject token"},
-		{name: "permanent error", payload: `{"id":"a"}`, result: Permanent(errors.New("account closed")), wantReason: "account closed"},
+		{name: "permanent error", payload: `{"id":"a"}`, result: jetfn.Permanent(errors.New("account closed")), wantReason: "account closed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			env := newEnv(t)
 			var calls int
-			h := JSON(func(context.Context, Msg, event) error {
+			h := jetfn.JSON(func(context.Context, jetfn.Msg, event) error {
 				calls++
 				return tt.result
 			})
@@ -95,7 +96,7 @@ func TestDeadLetterWithoutRetry(t *testing.T) {
 // on its last delivery.
 func TestBackoffThenDeadLetter(t *testing.T) {
 	env := newEnv(t)
-	rec := &recorder{result: func(Msg) error { return errors.New("mongo down") }}
+	rec := &recorder{result: func(jetfn.Msg) error { return errors.New("mongo down") }}
 	env.start(testManifest(t, "    ackWait: 10s\n    maxDeliver: 3\n    backoff: [300ms, 900ms]\n"), rec)
 	env.publish("test.in", `{}`)
 	dl := env.deadLetters(1)[0]
@@ -122,9 +123,9 @@ func TestBackoffThenDeadLetter(t *testing.T) {
 
 func TestRetryAfterUsesHandlerDelay(t *testing.T) {
 	env := newEnv(t)
-	rec := &recorder{result: func(m Msg) error {
+	rec := &recorder{result: func(m jetfn.Msg) error {
 		if m.NumDelivered == 1 {
-			return RetryAfter(errors.New("rate limited"), 700*time.Millisecond)
+			return jetfn.RetryAfter(errors.New("rate limited"), 700*time.Millisecond)
 		}
 		return nil
 	}}
@@ -142,7 +143,7 @@ func TestRetryAfterUsesHandlerDelay(t *testing.T) {
 
 func TestPanicIsRetried(t *testing.T) {
 	env := newEnv(t)
-	rec := &recorder{result: func(m Msg) error {
+	rec := &recorder{result: func(m jetfn.Msg) error {
 		if m.NumDelivered == 1 {
 			panic("nil map")
 		}
@@ -161,7 +162,7 @@ func TestPanicIsRetried(t *testing.T) {
 
 func TestTimeoutCancelsHandler(t *testing.T) {
 	env := newEnv(t)
-	h := HandlerFunc(func(ctx context.Context, m Msg) error {
+	h := jetfn.HandlerFunc(func(ctx context.Context, m jetfn.Msg) error {
 		if m.NumDelivered > 1 {
 			return nil
 		}

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jetfn/jetfn/manifest"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -30,8 +31,8 @@ const consumerCheckEvery = 30 * time.Second
 // the manifest declares.
 type consumerHandle struct {
 	js        jetstream.JetStream
-	spec      FunctionSpec
-	stream    StreamSpec
+	spec      manifest.FunctionSpec
+	stream    manifest.StreamSpec
 	digest    string
 	provision bool
 	log       *slog.Logger
@@ -51,7 +52,7 @@ type consumerHandle struct {
 	kick     chan struct{}
 }
 
-func newConsumerHandle(js jetstream.JetStream, spec FunctionSpec, stream StreamSpec, digest string, provision bool,
+func newConsumerHandle(js jetstream.JetStream, spec manifest.FunctionSpec, stream manifest.StreamSpec, digest string, provision bool,
 	log *slog.Logger, c jetstream.Consumer, created time.Time) *consumerHandle {
 	h := &consumerHandle{js: js, spec: spec, stream: stream, digest: digest, provision: provision, log: log,
 		current: c, created: created, kick: make(chan struct{}, 1)}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetfn/jetfn"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
 )
 
@@ -13,7 +14,7 @@ import (
 func TestDrainLetsInFlightFinish(t *testing.T) {
 	env := newEnv(t)
 	started, release := make(chan struct{}), make(chan struct{})
-	h := HandlerFunc(func(ctx context.Context, _ Msg) error {
+	h := jetfn.HandlerFunc(func(ctx context.Context, _ jetfn.Msg) error {
 		close(started)
 		<-release
 		return ctx.Err() // nil: shutdown does not cancel a running handler
@@ -47,7 +48,7 @@ func TestDrainLetsInFlightFinish(t *testing.T) {
 func TestDrainTimeoutReturnsMessage(t *testing.T) {
 	env := newEnv(t)
 	m := testManifest(t, "    ackWait: 30s\n")
-	hang := HandlerFunc(func(ctx context.Context, m Msg) error {
+	hang := jetfn.HandlerFunc(func(ctx context.Context, m jetfn.Msg) error {
 		<-ctx.Done()
 		return ctx.Err()
 	})

@@ -12,6 +12,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetfn/jetfn"
+	"github.com/jetfn/jetfn/manifest"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
 )
 
@@ -20,8 +22,8 @@ import (
 
 // publishOutput is a handler that publishes its input's payload to test.out
 // with the payload as the message key.
-func publishOutput(pub *Publisher) HandlerFunc {
-	return func(ctx context.Context, msg Msg) error {
+func publishOutput(pub *jetfn.Publisher) jetfn.HandlerFunc {
+	return func(ctx context.Context, msg jetfn.Msg) error {
 		return (*pub).Publish(ctx, "test.out", msg.Data, string(msg.Data))
 	}
 }
@@ -30,9 +32,9 @@ func publishOutput(pub *Publisher) HandlerFunc {
 // both on TEST, with the Publisher the runtime gives it.
 func (e *testEnv) startOutputFunction(extra string) *running {
 	e.t.Helper()
-	var pub Publisher
+	var pub jetfn.Publisher
 	m := testManifest(e.t, "    ackWait: 2s\n"+extra+"    outputs:\n      - subject: test.out\n        stream: TEST\n")
-	fns := []Function{{Name: "fn", New: func(d Deps) (Handler, error) {
+	fns := []jetfn.Function{{Name: "fn", New: func(d jetfn.Deps) (jetfn.Handler, error) {
 		pub = d.Publisher
 		return publishOutput(&pub), nil
 	}}}
@@ -91,7 +93,7 @@ func TestDuplicateOutputsCounted(t *testing.T) {
 // second was dropped as a duplicate.
 func TestDeadLettersOfTwoFunctionsOnOneStream(t *testing.T) {
 	env := newEnv(t)
-	m, err := ParseManifest([]byte(`
+	m, err := manifest.Parse([]byte(`
 streams:
   - name: TEST
     subjects: ["test.>"]
@@ -104,10 +106,10 @@ functions:
 	if err != nil {
 		t.Fatal(err)
 	}
-	refuse := func(Deps) (Handler, error) {
-		return HandlerFunc(func(context.Context, Msg) error { return Permanent(errors.New("refused")) }), nil
+	refuse := func(jetfn.Deps) (jetfn.Handler, error) {
+		return jetfn.HandlerFunc(func(context.Context, jetfn.Msg) error { return jetfn.Permanent(errors.New("refused")) }), nil
 	}
-	rt, err := New(env.nc, m, []Function{{Name: "fn", New: refuse}, {Name: "other", New: refuse}}, WithLogger(testLogger()))
+	rt, err := New(env.nc, m, []jetfn.Function{{Name: "fn", New: refuse}, {Name: "other", New: refuse}}, WithLogger(testLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +136,7 @@ functions:
 func TestLastDeliveryDeadLetteredWithNobodyListening(t *testing.T) {
 	env := newEnv(t)
 	m := testManifest(t, "    ackWait: 300ms\n    maxDeliver: 2\n")
-	r := env.start(m, HandlerFunc(func(context.Context, Msg) error { return errors.New("not reached") }))
+	r := env.start(m, jetfn.HandlerFunc(func(context.Context, jetfn.Msg) error { return errors.New("not reached") }))
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +160,7 @@ func TestLastDeliveryDeadLetteredWithNobodyListening(t *testing.T) {
 		}
 	}
 	var handled atomic.Int32
-	env.start(m, HandlerFunc(func(context.Context, Msg) error {
+	env.start(m, jetfn.HandlerFunc(func(context.Context, jetfn.Msg) error {
 		handled.Add(1)
 		return nil
 	}))
@@ -219,7 +221,7 @@ func TestHandlerIgnoringContextIsAbandoned(t *testing.T) {
 	env := newEnv(t)
 	forever := make(chan struct{})
 	t.Cleanup(func() { close(forever) })
-	h := HandlerFunc(func(_ context.Context, msg Msg) error {
+	h := jetfn.HandlerFunc(func(_ context.Context, msg jetfn.Msg) error {
 		if string(msg.Data) == "hang" {
 			<-forever
 		}

@@ -12,6 +12,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetfn/jetfn"
+	"github.com/jetfn/jetfn/manifest"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
 )
 
@@ -35,12 +37,12 @@ func newEnv(t *testing.T) *testEnv {
 
 // testManifest is a manifest with a TEST stream (test.>), the dead-letter
 // stream and one function "fn" reading test.in, whose spec lines are given.
-func testManifest(t *testing.T, fnSpec string) *Manifest {
+func testManifest(t *testing.T, fnSpec string) *manifest.Manifest {
 	t.Helper()
 	if !strings.Contains(fnSpec, "version:") {
 		fnSpec = "    version: 1.0.0\n" + fnSpec
 	}
-	m, err := ParseManifest([]byte(`
+	m, err := manifest.Parse([]byte(`
 streams:
   - name: TEST
     subjects: ["test.>"]
@@ -88,9 +90,9 @@ func testLogger() *slog.Logger {
 
 // start runs a Runtime for m with one function "fn" and waits until it is
 // ready. It stops when the test ends.
-func (e *testEnv) start(m *Manifest, h Handler, opts ...Option) *running {
+func (e *testEnv) start(m *manifest.Manifest, h jetfn.Handler, opts ...Option) *running {
 	e.t.Helper()
-	fns := []Function{{Name: "fn", New: func(Deps) (Handler, error) { return h, nil }}}
+	fns := []jetfn.Function{{Name: "fn", New: func(jetfn.Deps) (jetfn.Handler, error) { return h, nil }}}
 	opts = append([]Option{WithLogger(testLogger())}, opts...)
 	rt, err := New(e.nc, m, fns, opts...)
 	if err != nil {
@@ -101,10 +103,10 @@ func (e *testEnv) start(m *Manifest, h Handler, opts ...Option) *running {
 
 // startUnvalidated is start for a manifest that a test changed after
 // validating it, to reach states a valid manifest cannot.
-func (e *testEnv) startUnvalidated(m *Manifest, h Handler, opts ...Option) *running {
+func (e *testEnv) startUnvalidated(m *manifest.Manifest, h jetfn.Handler, opts ...Option) *running {
 	e.t.Helper()
 	opts = append([]Option{WithLogger(testLogger())}, opts...)
-	rt, err := New(e.nc, testManifest(e.t, ""), []Function{{Name: "fn", New: func(Deps) (Handler, error) { return h, nil }}},
+	rt, err := New(e.nc, testManifest(e.t, ""), []jetfn.Function{{Name: "fn", New: func(jetfn.Deps) (jetfn.Handler, error) { return h, nil }}},
 		opts...)
 	if err != nil {
 		e.t.Fatal(err)
@@ -189,15 +191,15 @@ func (e *testEnv) deadLetters(n int) []*jetstream.RawStreamMsg {
 type recorder struct {
 	mu         sync.Mutex
 	deliveries []recorded
-	result     func(msg Msg) error
+	result     func(msg jetfn.Msg) error
 }
 
 type recorded struct {
-	msg Msg
+	msg jetfn.Msg
 	at  time.Time
 }
 
-func (r *recorder) Handle(_ context.Context, msg Msg) error {
+func (r *recorder) Handle(_ context.Context, msg jetfn.Msg) error {
 	r.mu.Lock()
 	r.deliveries = append(r.deliveries, recorded{msg: msg, at: time.Now()})
 	r.mu.Unlock()

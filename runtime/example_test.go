@@ -8,7 +8,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetfn/jetfn"
 	"github.com/jetfn/jetfn/devstack"
+	"github.com/jetfn/jetfn/manifest"
 	"github.com/jetfn/jetfn/runtime"
 )
 
@@ -27,8 +29,8 @@ func (g *greeting) Validate() error {
 }
 
 // newGreeter is a function's constructor: it gets its Deps once, at start.
-func newGreeter(deps runtime.Deps) (runtime.Handler, error) {
-	return runtime.JSON(func(ctx context.Context, msg runtime.Msg, g greeting) error {
+func newGreeter(deps jetfn.Deps) (jetfn.Handler, error) {
+	return jetfn.JSON(func(ctx context.Context, msg jetfn.Msg, g greeting) error {
 		fmt.Printf("hello, %s (delivery %d)\n", g.Name, msg.NumDelivered)
 		// Publish the output with a message ID, so a redelivery cannot
 		// store it twice; returning nil then acks the input.
@@ -63,8 +65,8 @@ func Example() {
 	nc, _ := nats.Connect(ns.ClientURL())
 	defer nc.Close()
 
-	m, _ := runtime.ParseManifest([]byte(exampleManifest))
-	rt, err := runtime.New(nc, m, []runtime.Function{{Name: "greeter", New: newGreeter}})
+	m, _ := manifest.Parse([]byte(exampleManifest))
+	rt, err := runtime.New(nc, m, []jetfn.Function{{Name: "greeter", New: newGreeter}})
 	if err != nil {
 		fmt.Println(err)
 		return

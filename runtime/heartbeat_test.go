@@ -7,12 +7,13 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetfn/jetfn"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
 )
 
 // slowHandler runs for d, then succeeds.
-func slowHandler(d time.Duration) HandlerFunc {
-	return func(ctx context.Context, _ Msg) error {
+func slowHandler(d time.Duration) jetfn.HandlerFunc {
+	return func(ctx context.Context, _ jetfn.Msg) error {
 		select {
 		case <-time.After(d):
 			return nil
@@ -119,7 +120,7 @@ func TestTrackerStartKeepsBeatClock(t *testing.T) {
 	m := &beatCounter{}
 	d := tr.add(m)
 	d.lastBeat = time.Now().Add(-time.Minute)
-	if !tr.start(d, Msg{}, time.Time{}, nil) {
+	if !tr.start(d, jetfn.Msg{}, time.Time{}, nil) {
 		t.Fatal("start refused a buffered delivery")
 	}
 	if got := tr.keep(time.Minute, false, nil); got.running != 1 || m.beats != 1 {

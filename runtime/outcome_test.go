@@ -5,38 +5,41 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/jetfn/jetfn"
+	"github.com/jetfn/jetfn/manifest"
 )
 
 func TestDecide(t *testing.T) {
-	policy := retryPolicy{maxDeliver: 4, backoff: []time.Duration{time.Second, 5 * time.Second}, ackWait: 30 * time.Second}
+	policy := manifest.FunctionSpec{MaxDeliver: 4, Backoff: []time.Duration{time.Second, 5 * time.Second}, AckWait: 30 * time.Second}
 	fail := errors.New("mongo down")
 	tests := []struct {
 		name      string
 		err       error
 		delivered uint64
-		policy    retryPolicy
+		policy    manifest.FunctionSpec
 		want      outcome
 	}{
 		{name: "success acks", err: nil, delivered: 1, want: outcome{kind: outcomeAck}},
 		{name: "success on last delivery acks", err: nil, delivered: 4, want: outcome{kind: outcomeAck}},
-		{name: "malformed dead-letters at once", err: Malformed(fail), delivered: 1, want: outcome{kind: outcomeDeadLetter}},
-		{name: "wrapped permanent dead-letters", err: fmt.Errorf("saving: %w", Permanent(fail)), delivered: 1, want: outcome{kind: outcomeDeadLetter}},
+		{name: "malformed dead-letters at once", err: jetfn.Malformed(fail), delivered: 1, want: outcome{kind: outcomeDeadLetter}},
+		{name: "wrapped permanent dead-letters", err: fmt.Errorf("saving: %w", jetfn.Permanent(fail)), delivered: 1, want: outcome{kind: outcomeDeadLetter}},
 		{name: "first failure takes backoff[0]", err: fail, delivered: 1, want: outcome{kind: outcomeRetry, delay: time.Second}},
 		{name: "second failure takes backoff[1]", err: fail, delivered: 2, want: outcome{kind: outcomeRetry, delay: 5 * time.Second}},
 		{name: "last backoff entry repeats", err: fail, delivered: 3, want: outcome{kind: outcomeRetry, delay: 5 * time.Second}},
 		{name: "failure on last delivery dead-letters", err: fail, delivered: 4, want: outcome{kind: outcomeDeadLetter}},
-		{name: "retry-after takes the handler's delay", err: RetryAfter(fail, 42*time.Millisecond), delivered: 1, want: outcome{kind: outcomeRetry, delay: 42 * time.Millisecond}},
-		{name: "retry-after on last delivery dead-letters", err: RetryAfter(fail, time.Second), delivered: 4, want: outcome{kind: outcomeDeadLetter}},
-		{name: "no backoff waits ackWait", err: fail, delivered: 1, policy: retryPolicy{maxDeliver: 4, ackWait: 6 * time.Second},
+		{name: "retry-after takes the handler's delay", err: jetfn.RetryAfter(fail, 42*time.Millisecond), delivered: 1, want: outcome{kind: outcomeRetry, delay: 42 * time.Millisecond}},
+		{name: "retry-after on last delivery dead-letters", err: jetfn.RetryAfter(fail, time.Second), delivered: 4, want: outcome{kind: outcomeDeadLetter}},
+		{name: "no backoff waits ackWait", err: fail, delivered: 1, policy: manifest.FunctionSpec{MaxDeliver: 4, AckWait: 6 * time.Second},
 			want: outcome{kind: outcomeRetry, delay: 6 * time.Second}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := policy
-			if tt.policy.maxDeliver != 0 {
+			if tt.policy.MaxDeliver != 0 {
 				p = tt.policy
 			}
-			if got := decide(tt.err, tt.delivered, p); got != tt.want {
+			if got := decide(tt.err, tt.delivered, &p); got != tt.want {
 				t.Errorf("decide = %+v, want %+v", got, tt.want)
 			}
 		})

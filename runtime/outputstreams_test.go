@@ -3,6 +3,8 @@ package runtime
 import (
 	"strings"
 	"testing"
+
+	"github.com/jetfn/jetfn/manifest"
 )
 
 // TestOutputStreamsKeepMessageIDs: an output stream that can forget a
@@ -26,7 +28,7 @@ func TestOutputStreamsKeepMessageIDs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m, err := ParseManifest([]byte(`
+			m, err := manifest.Parse([]byte(`
 streams:
   - {name: TEST, subjects: [test.>]}
   - {name: DEADLETTER, subjects: [deadletter.>]}

@@ -12,11 +12,13 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetfn/jetfn"
+	"github.com/jetfn/jetfn/manifest"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
 )
 
 // permsManifest has one function that publishes an output.
-func permsManifest(t *testing.T) *Manifest {
+func permsManifest(t *testing.T) *manifest.Manifest {
 	m := testManifest(t, "    ackWait: 300ms\n    heartbeat: 100ms\n    maxDeliver: 2\n    concurrency: 3\n"+
 		"    outputs:\n      - subject: test.out\n        stream: TEST\n")
 	if err := m.Validate([]string{"fn"}); err != nil {
@@ -28,8 +30,8 @@ func permsManifest(t *testing.T) *Manifest {
 // permsHandler publishes each payload as an output; a "slow" one outlives
 // ackWait, so it needs heartbeats (more than the one reply that
 // allow_responses grants).
-func permsHandler(deps Deps) (Handler, error) {
-	return HandlerFunc(func(ctx context.Context, msg Msg) error {
+func permsHandler(deps jetfn.Deps) (jetfn.Handler, error) {
+	return jetfn.HandlerFunc(func(ctx context.Context, msg jetfn.Msg) error {
 		if string(msg.Data) == "slow" {
 			time.Sleep(400 * time.Millisecond)
 		}
@@ -42,7 +44,7 @@ func permsHandler(deps Deps) (Handler, error) {
 // every route works: handling, output, dead letter of an exhausted message, micro.
 func TestGeneratedPermissionsSufficient(t *testing.T) {
 	m := permsManifest(t)
-	p := startPermsCase(t, m, m.Permissions(PermissionOptions{}), false)
+	p := startPermsCase(t, m, m.Permissions(manifest.PermissionOptions{}), false)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("runtime log:\n%s", p.log.String())
@@ -65,7 +67,7 @@ func TestGeneratedPermissionsSufficient(t *testing.T) {
 // operator deletes it.
 func TestProvisionPermissionsSufficient(t *testing.T) {
 	m := permsManifest(t)
-	p := startPermsCase(t, m, m.Permissions(PermissionOptions{Provision: true}), true)
+	p := startPermsCase(t, m, m.Permissions(manifest.PermissionOptions{Provision: true}), true)
 	runtimetest.Eventually(t, 20*time.Second, "outputs", func() bool { return p.outputs() == 2 })
 	if err := p.env.js.DeleteConsumer(context.Background(), "TEST", "fn"); err != nil {
 		t.Fatal(err)
@@ -85,25 +87,25 @@ func TestProvisionPermissionsSufficient(t *testing.T) {
 // set, and that none adds a subscription.
 func TestPermissionOptions(t *testing.T) {
 	m := permsManifest(t)
-	base := m.Permissions(PermissionOptions{})
+	base := m.Permissions(manifest.PermissionOptions{})
 	tests := []struct {
 		name string
-		opts PermissionOptions
+		opts manifest.PermissionOptions
 		want []string
 	}{
-		{name: "provision", opts: PermissionOptions{Provision: true}, want: []string{
+		{name: "provision", opts: manifest.PermissionOptions{Provision: true}, want: []string{
 			"$JS.API.CONSUMER.CREATE.TEST.fn", "$JS.API.CONSUMER.CREATE.TEST.fn.>",
 			"$JS.API.STREAM.CREATE.TEST", "$JS.API.STREAM.UPDATE.TEST",
 			"$JS.API.STREAM.CREATE.DEADLETTER", "$JS.API.STREAM.UPDATE.DEADLETTER", "$JS.API.STREAM.INFO.DEADLETTER",
 		}},
-		{name: "prune", opts: PermissionOptions{Prune: true}, want: []string{"$JS.API.CONSUMER.DELETE.TEST.fn"}},
-		{name: "deployment", opts: PermissionOptions{Deployment: "app"}, want: []string{
+		{name: "prune", opts: manifest.PermissionOptions{Prune: true}, want: []string{"$JS.API.CONSUMER.DELETE.TEST.fn"}},
+		{name: "deployment", opts: manifest.PermissionOptions{Deployment: "app"}, want: []string{
 			"$JS.API.STREAM.INFO.KV_jetfn-manifests",
 			"$JS.API.DIRECT.GET.KV_jetfn-manifests.$KV.jetfn-manifests.app",
 			"$JS.API.CONSUMER.CREATE.KV_jetfn-manifests.*.$KV.jetfn-manifests.app",
 			"$JS.API.CONSUMER.DELETE.KV_jetfn-manifests.*",
 		}},
-		{name: "a dotted deployment key", opts: PermissionOptions{Deployment: "eu.app"}, want: []string{
+		{name: "a dotted deployment key", opts: manifest.PermissionOptions{Deployment: "eu.app"}, want: []string{
 			"$JS.API.STREAM.INFO.KV_jetfn-manifests",
 			"$JS.API.DIRECT.GET.KV_jetfn-manifests.$KV.jetfn-manifests.eu.app",
 			"$JS.API.CONSUMER.CREATE.KV_jetfn-manifests.*.$KV.jetfn-manifests.eu.app",
@@ -129,7 +131,7 @@ func TestPermissionOptions(t *testing.T) {
 // refused subject, not as silently lost messages.
 func TestGeneratedPermissionsMinimal(t *testing.T) {
 	m := permsManifest(t)
-	full := m.Permissions(PermissionOptions{})
+	full := m.Permissions(manifest.PermissionOptions{})
 	var cases []string
 	cases = append(cases, prefixed("publish ", full.Publish)...)
 	cases = append(cases, prefixed("subscribe ", full.Subscribe)...)
@@ -144,7 +146,7 @@ func TestGeneratedPermissionsMinimal(t *testing.T) {
 			}
 			runtimetest.Eventually(t, 20*time.Second, "a violation on "+removed, func() bool {
 				_, _ = p.admin.Request("$SRV.PING.fn", nil, 50*time.Millisecond)
-				return slices.ContainsFunc(p.log.Violations(), func(s string) bool { return SubjectCovered(s, removed) })
+				return slices.ContainsFunc(p.log.Violations(), func(s string) bool { return manifest.SubjectCovered(s, removed) })
 			})
 			t.Logf("reported: %v", p.log.Violations())
 		})
@@ -159,7 +161,7 @@ func prefixed(prefix string, subjects []string) []string {
 	return out
 }
 
-func without(p Permissions, c string) Permissions {
+func without(p manifest.Permissions, c string) manifest.Permissions {
 	drop := func(list []string, s string) []string {
 		return slices.DeleteFunc(slices.Clone(list), func(x string) bool { return x == s })
 	}
@@ -197,7 +199,7 @@ func (p *permsCase) outputs() int {
 // startPermsCase starts the server and the runtime as the restricted user.
 // With perms from PermissionOptions{Provision: true} the runtime creates
 // its streams and consumer itself; otherwise an admin does first.
-func startPermsCase(t *testing.T, m *Manifest, perms Permissions, selfProvision bool) *permsCase {
+func startPermsCase(t *testing.T, m *manifest.Manifest, perms manifest.Permissions, selfProvision bool) *permsCase {
 	t.Helper()
 	url := runtimetest.StartAccountsServer(t, perms.ServerConfig())
 	admin := runtimetest.Connect(t, strings.Replace(url, "nats://", "nats://admin:admin@", 1))
@@ -219,7 +221,7 @@ func startPermsCase(t *testing.T, m *Manifest, perms Permissions, selfProvision 
 	}
 	t.Cleanup(user.Close)
 	opts = append(opts, WithLogger(slog.New(slog.NewTextHandler(log, nil))))
-	rt, err := New(user, m, []Function{{Name: "fn", New: permsHandler}}, opts...)
+	rt, err := New(user, m, []jetfn.Function{{Name: "fn", New: permsHandler}}, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +273,7 @@ func exhaustDeliveries(t *testing.T, env *testEnv) {
 	}
 }
 
-func provision(t *testing.T, js jetstream.JetStream, m *Manifest) {
+func provision(t *testing.T, js jetstream.JetStream, m *manifest.Manifest) {
 	t.Helper()
 	ctx := context.Background()
 	for _, s := range m.Streams {

@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetfn/jetfn"
+	"github.com/jetfn/jetfn/manifest"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
 )
 
@@ -32,14 +34,14 @@ func TestBufferedMessagesKeptAlive(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			env := newEnv(t)
 			const backlog = 150
-			if err := ensureStream(context.Background(), env.js, StreamSpec{Name: "TEST", Subjects: []string{"test.>"}, Storage: "file", Replicas: 1}); err != nil {
+			if err := ensureStream(context.Background(), env.js, manifest.StreamSpec{Name: "TEST", Subjects: []string{"test.>"}, Storage: "file", Replicas: 1}); err != nil {
 				t.Fatal(err)
 			}
 			for i := range backlog {
 				env.publish("test.in", fmt.Sprint(i))
 			}
 			m := testManifest(t, "    ackWait: 2s\n    concurrency: 1\n    prefetch: 120\n    maxDeliver: 20\n")
-			fns := []Function{{Name: "fn", New: func(Deps) (Handler, error) { return slowHandler(40 * time.Millisecond), nil }}}
+			fns := []jetfn.Function{{Name: "fn", New: func(jetfn.Deps) (jetfn.Handler, error) { return slowHandler(40 * time.Millisecond), nil }}}
 			rt, err := New(env.nc, m, fns, WithLogger(testLogger()))
 			if err != nil {
 				t.Fatal(err)
@@ -107,7 +109,7 @@ func TestNoPullStalls(t *testing.T) {
 func TestDrainReturnsBufferedAtOnce(t *testing.T) {
 	env := newEnv(t)
 	started, release := make(chan struct{}, 1), make(chan struct{})
-	blocking := HandlerFunc(func(context.Context, Msg) error {
+	blocking := jetfn.HandlerFunc(func(context.Context, jetfn.Msg) error {
 		started <- struct{}{}
 		<-release
 		return nil

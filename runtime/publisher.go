@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jetfn/jetfn"
+	"github.com/jetfn/jetfn/manifest"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -15,12 +17,12 @@ type jsPublisher struct {
 	js jetstream.JetStream
 }
 
-var _ Publisher = jsPublisher{}
+var _ jetfn.Publisher = jsPublisher{}
 
 // NewPublisher returns a Publisher on js, for callers outside the runtime
 // (publishers, tools) that want the same timeout and message-ID rules. Their
 // IDs are used as given; only a function's outputs are scoped (OutputMsgID).
-func NewPublisher(js jetstream.JetStream) Publisher { return jsPublisher{js: js} }
+func NewPublisher(js jetstream.JetStream) jetfn.Publisher { return jsPublisher{js: js} }
 
 // publishTimeout bounds one publish. jetstream.Publish waits for the PubAck
 // until ctx is done, and a handler's ctx lives as long as the manifest's
@@ -75,12 +77,12 @@ type outputPublisher struct {
 	log      *slog.Logger
 }
 
-var _ Publisher = outputPublisher{}
+var _ jetfn.Publisher = outputPublisher{}
 
 func (p outputPublisher) Publish(ctx context.Context, subject string, data []byte, key string) error {
-	if !coveredByAny(subject, p.outputs) {
-		return Permanent(fmt.Errorf("%w: function %s publishes only to %v (manifest outputs), not %s",
-			ErrUndeclaredOutput, p.function, p.outputs, subject))
+	if !manifest.CoveredByAny(subject, p.outputs) {
+		return jetfn.Permanent(fmt.Errorf("%w: function %s publishes only to %v (manifest outputs), not %s",
+			jetfn.ErrUndeclaredOutput, p.function, p.outputs, subject))
 	}
 	msgID := ""
 	if key != "" {

@@ -11,12 +11,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jetfn/jetfn/manifest"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // streamConfig is the JetStream configuration a StreamSpec declares, for a
 // stream that does not exist yet.
-func streamConfig(s StreamSpec) jetstream.StreamConfig {
+func streamConfig(s manifest.StreamSpec) jetstream.StreamConfig {
 	storage := jetstream.FileStorage
 	if s.Storage == "memory" {
 		storage = jetstream.MemoryStorage
@@ -42,7 +43,7 @@ func streamConfig(s StreamSpec) jetstream.StreamConfig {
 // them. Everything an administrator tuned besides (description, max
 // message size, compression, allow-direct, metadata, sources, placement…)
 // stays as it is: CreateOrUpdateStream replaces the whole config.
-func overlayStream(have jetstream.StreamConfig, s StreamSpec) jetstream.StreamConfig {
+func overlayStream(have jetstream.StreamConfig, s manifest.StreamSpec) jetstream.StreamConfig {
 	want := streamConfig(s)
 	out := have
 	out.Subjects, out.Duplicates, out.Storage = want.Subjects, want.Duplicates, want.Storage
@@ -97,7 +98,7 @@ func unlimitedIfZero(n int64) int64 {
 // every stored message and the duplicate memory; a change that would delete
 // messages (a shorter maxAge) is refused here, and one the server refuses is
 // reported with the fields that differ.
-func ensureStream(ctx context.Context, js jetstream.JetStream, spec StreamSpec) error {
+func ensureStream(ctx context.Context, js jetstream.JetStream, spec manifest.StreamSpec) error {
 	want := streamConfig(spec)
 	var have *jetstream.StreamConfig
 	if s, err := js.Stream(ctx, spec.Name); err == nil {
@@ -161,7 +162,7 @@ func streamDiff(have, want jetstream.StreamConfig) string {
 // server's limit off, such a message comes once more, and the runtime
 // dead-letters it without running the handler (binding.process). The
 // manifest's maxDeliver is kept in the consumer's metadata.
-func consumerConfig(f FunctionSpec, digest string) jetstream.ConsumerConfig {
+func consumerConfig(f manifest.FunctionSpec, digest string) jetstream.ConsumerConfig {
 	cfg := jetstream.ConsumerConfig{
 		Durable:       f.Durable,
 		Description:   "jetfn function " + f.Name,
@@ -187,7 +188,7 @@ const digestKey = "jetfn.manifest_digest"
 
 // consumerMetadata names the function and its manifest, and carries its
 // monitor thresholds in the keys natscli's consumer check reads.
-func consumerMetadata(f FunctionSpec, digest string) map[string]string {
+func consumerMetadata(f manifest.FunctionSpec, digest string) map[string]string {
 	md := map[string]string{"jetfn.function": f.Name, "jetfn.version": f.Version,
 		"jetfn.max_deliver": strconv.Itoa(f.MaxDeliver), digestKey: digest}
 	m := f.Monitor
@@ -220,7 +221,7 @@ func consumerMetadata(f FunctionSpec, digest string) map[string]string {
 // It warns when another manifest configured the consumer differently: two
 // instances on different revisions would overwrite each other at every
 // start.
-func ensureConsumer(ctx context.Context, stream jetstream.Stream, f FunctionSpec, digest string, log *slog.Logger) (jetstream.Consumer, error) {
+func ensureConsumer(ctx context.Context, stream jetstream.Stream, f manifest.FunctionSpec, digest string, log *slog.Logger) (jetstream.Consumer, error) {
 	want := consumerConfig(f, digest)
 	existing, err := stream.Consumer(ctx, f.Durable)
 	switch {
@@ -251,7 +252,7 @@ func ensureConsumer(ctx context.Context, stream jetstream.Stream, f FunctionSpec
 // keys (jetfn.*, and io.nats.monitor.* when the manifest has a monitor
 // block). The start (deliver policy) cannot change; a description or
 // metadata an administrator set stays.
-func overlayConsumer(have jetstream.ConsumerConfig, f FunctionSpec, digest string) jetstream.ConsumerConfig {
+func overlayConsumer(have jetstream.ConsumerConfig, f manifest.FunctionSpec, digest string) jetstream.ConsumerConfig {
 	want := consumerConfig(f, digest)
 	out := have
 	out.AckPolicy, out.AckWait, out.MaxDeliver, out.MaxAckPending = want.AckPolicy, want.AckWait, want.MaxDeliver, want.MaxAckPending
@@ -276,7 +277,7 @@ func overlayConsumer(have jetstream.ConsumerConfig, f FunctionSpec, digest strin
 // warnIfOtherManifest logs when the consumer was last configured by a
 // different manifest and this start changes it: the sign of a rolling
 // update in progress, or of instances left on an old revision.
-func warnIfOtherManifest(log *slog.Logger, have, want jetstream.ConsumerConfig, f FunctionSpec, digest string) {
+func warnIfOtherManifest(log *slog.Logger, have, want jetstream.ConsumerConfig, f manifest.FunctionSpec, digest string) {
 	theirs := have.Metadata[digestKey]
 	if log == nil || theirs == "" || theirs == digest {
 		return
@@ -320,7 +321,7 @@ func (d *differ) String() string {
 // ServerRefusals lists the stream changes in m that the server (or jetfn's
 // no-deletion rule) would refuse, by comparing with the streams as they are
 // now; `jetfn deploy` shows them before anything is stored.
-func ServerRefusals(ctx context.Context, js jetstream.JetStream, m *Manifest) ([]string, error) {
+func ServerRefusals(ctx context.Context, js jetstream.JetStream, m *manifest.Manifest) ([]string, error) {
 	var out []string
 	for _, spec := range m.Streams {
 		s, err := js.Stream(ctx, spec.Name)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetfn/jetfn/manifest"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -16,7 +17,7 @@ import (
 func TestStreamUpdateKeepsMessages(t *testing.T) {
 	env := newEnv(t)
 	ctx := context.Background()
-	spec := StreamSpec{Name: "TEST", Subjects: []string{"test.>"}, Duplicates: 2 * time.Minute, Storage: "file", Replicas: 1}
+	spec := manifest.StreamSpec{Name: "TEST", Subjects: []string{"test.>"}, Duplicates: 2 * time.Minute, Storage: "file", Replicas: 1}
 	if err := ensureStream(ctx, env.js, spec); err != nil {
 		t.Fatal(err)
 	}
@@ -48,17 +49,17 @@ func TestStreamUpdateKeepsMessages(t *testing.T) {
 func TestStreamChangesTheServerRefuses(t *testing.T) {
 	tests := []struct {
 		name      string
-		change    func(*StreamSpec)
+		change    func(*manifest.StreamSpec)
 		wantField string
 	}{
-		{name: "storage type", change: func(s *StreamSpec) { s.Storage = "memory" }, wantField: "storage (File → Memory)"},
-		{name: "shorter max age", change: func(s *StreamSpec) { s.MaxAge = time.Hour }, wantField: "maxAge"},
+		{name: "storage type", change: func(s *manifest.StreamSpec) { s.Storage = "memory" }, wantField: "storage (File → Memory)"},
+		{name: "shorter max age", change: func(s *manifest.StreamSpec) { s.MaxAge = time.Hour }, wantField: "maxAge"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			env := newEnv(t)
 			ctx := context.Background()
-			spec := StreamSpec{Name: "TEST", Subjects: []string{"test.>"}, Duplicates: time.Minute, Storage: "file", Replicas: 1}
+			spec := manifest.StreamSpec{Name: "TEST", Subjects: []string{"test.>"}, Duplicates: time.Minute, Storage: "file", Replicas: 1}
 			if err := ensureStream(ctx, env.js, spec); err != nil {
 				t.Fatal(err)
 			}

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jetfn/jetfn"
+	"github.com/jetfn/jetfn/manifest"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -24,10 +26,10 @@ const DefaultDrainTimeout = 30 * time.Second
 type Runtime struct {
 	nc        *nats.Conn
 	js        jetstream.JetStream
-	manifest  *Manifest
-	functions map[string]Constructor
+	manifest  *manifest.Manifest
+	functions map[string]jetfn.Constructor
 	// registry is every compiled-in function, for the config checks.
-	registry []Function
+	registry []jetfn.Function
 	opts     options
 	ready    chan struct{}
 
@@ -126,7 +128,7 @@ func WithHandlerObserver(observe func(function string, d time.Duration)) Option 
 
 // New validates the manifest against the compiled-in functions and returns
 // a Runtime ready to Run. It does not touch the server yet.
-func New(nc *nats.Conn, m *Manifest, functions []Function, opts ...Option) (*Runtime, error) {
+func New(nc *nats.Conn, m *manifest.Manifest, functions []jetfn.Function, opts ...Option) (*Runtime, error) {
 	o := options{log: slog.New(slog.NewTextHandler(io.Discard, nil)), drainTimeout: DefaultDrainTimeout}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
@@ -136,7 +138,7 @@ func New(nc *nats.Conn, m *Manifest, functions []Function, opts ...Option) (*Run
 	if err := m.Validate(Names(functions)); err != nil {
 		return nil, err
 	}
-	if err := CheckConfigs(m, functions); err != nil {
+	if err := manifest.CheckConfigs(m, functions); err != nil {
 		return nil, err
 	}
 	if err := m.CheckDuplicateWindows(); err != nil {
@@ -152,7 +154,7 @@ func New(nc *nats.Conn, m *Manifest, functions []Function, opts ...Option) (*Run
 	if err != nil {
 		return nil, fmt.Errorf("opening JetStream: %w", err)
 	}
-	byName := map[string]Constructor{}
+	byName := map[string]jetfn.Constructor{}
 	for _, f := range functions {
 		byName[f.Name] = f.New
 	}
@@ -161,7 +163,7 @@ func New(nc *nats.Conn, m *Manifest, functions []Function, opts ...Option) (*Run
 }
 
 // Names lists the functions' names, sorted, for messages and validation.
-func Names(functions []Function) []string {
+func Names(functions []jetfn.Function) []string {
 	names := make([]string, 0, len(functions))
 	for _, f := range functions {
 		names = append(names, f.Name)
@@ -222,9 +224,9 @@ func (r *Runtime) stopAll() {
 
 // Manifest is the manifest the runtime runs now: the one it started with or
 // the last one Apply accepted.
-func (r *Runtime) Manifest() *Manifest { return r.currentManifest() }
+func (r *Runtime) Manifest() *manifest.Manifest { return r.currentManifest() }
 
-func (r *Runtime) currentManifest() *Manifest {
+func (r *Runtime) currentManifest() *manifest.Manifest {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.manifest
@@ -234,10 +236,10 @@ func (r *Runtime) currentManifest() *Manifest {
 // handler (the constructor runs here) and its counters. Run and Apply
 // prepare every binding before they change anything, so a constructor that
 // fails leaves everything as it was.
-func (r *Runtime) prepare(spec FunctionSpec, m *Manifest) (*binding, error) {
+func (r *Runtime) prepare(spec manifest.FunctionSpec, m *manifest.Manifest) (*binding, error) {
 	log := r.opts.log.With("function", spec.Name)
 	stats := &counters{}
-	handler, err := r.functions[spec.Name](Deps{
+	handler, err := r.functions[spec.Name](jetfn.Deps{
 		Logger:    log,
 		Config:    spec.Config,
 		Publisher: outputPublisher{js: r.js, function: spec.Name, outputs: spec.OutputSubjects(), stats: stats, log: log},
@@ -249,7 +251,6 @@ func (r *Runtime) prepare(spec FunctionSpec, m *Manifest) (*binding, error) {
 	b := &binding{
 		spec: spec, handler: handler, js: r.js,
 		dlSubject:   m.DeadLetterSubject(spec.Name),
-		policy:      retryPolicy{maxDeliver: spec.MaxDeliver, backoff: spec.Backoff, ackWait: spec.AckWait},
 		stats:       stats,
 		log:         log,
 		bufferBeats: !r.opts.noBufferBeats,
@@ -262,7 +263,7 @@ func (r *Runtime) prepare(spec FunctionSpec, m *Manifest) (*binding, error) {
 
 // connect looks up the binding's stream and creates or updates its
 // consumer.
-func (r *Runtime) connect(ctx context.Context, b *binding, m *Manifest) error {
+func (r *Runtime) connect(ctx context.Context, b *binding, m *manifest.Manifest) error {
 	spec := b.spec
 	stream, err := r.js.Stream(ctx, spec.Stream)
 	if err != nil {
@@ -281,7 +282,7 @@ func (r *Runtime) connect(ctx context.Context, b *binding, m *Manifest) error {
 // provisionStreams creates or updates the streams. Without provisioning
 // there is nothing to do here: bind looks up each function's own stream,
 // and output and dead-letter streams are only published to.
-func (r *Runtime) provisionStreams(ctx context.Context, m *Manifest) error {
+func (r *Runtime) provisionStreams(ctx context.Context, m *manifest.Manifest) error {
 	if r.opts.noProvision {
 		return nil
 	}
@@ -293,7 +294,7 @@ func (r *Runtime) provisionStreams(ctx context.Context, m *Manifest) error {
 	return nil
 }
 
-func (r *Runtime) consumer(ctx context.Context, stream jetstream.Stream, spec FunctionSpec, digest string,
+func (r *Runtime) consumer(ctx context.Context, stream jetstream.Stream, spec manifest.FunctionSpec, digest string,
 	log *slog.Logger) (jetstream.Consumer, error) {
 	if !r.opts.noProvision {
 		return ensureConsumer(ctx, stream, spec, digest, log)
@@ -344,7 +345,7 @@ func (r *Runtime) Stats() []Stats {
 // needs the server's unlimited, so that a message whose last allowed
 // delivery died with its process comes once more to be dead-lettered
 // instead of being dropped.
-func checkUnlimitedDeliveries(c jetstream.Consumer, spec FunctionSpec) error {
+func checkUnlimitedDeliveries(c jetstream.Consumer, spec manifest.FunctionSpec) error {
 	if n := c.CachedInfo().Config.MaxDeliver; n > 0 {
 		return fmt.Errorf("%w: consumer %s has max_deliver %d on the server; jetfn counts maxDeliver (%d) itself "+
 			"and needs the server's unlimited (-1), or a message whose last delivery died with its process is "+

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jetfn/jetfn/manifest"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 )
@@ -14,9 +15,6 @@ import (
 // consumerInfoTimeout bounds the consumer lookup behind a status request, so
 // a slow server cannot stall `nats micro stats`.
 const consumerInfoTimeout = 2 * time.Second
-
-// StatusSubject is the subject of a function's status endpoint.
-func StatusSubject(function string) string { return function + ".status" }
 
 // addService registers the binding as a NATS micro service, so `nats micro
 // ls`, `info` and `stats` find every bound function with its version and
@@ -39,7 +37,7 @@ func (b *binding) addService(nc *nats.Conn, digest string) (micro.Service, error
 		if err := req.RespondJSON(b.status()); err != nil {
 			b.log.Warn("answering a status request", "err", err)
 		}
-	}), micro.WithEndpointSubject(StatusSubject(b.spec.Name)))
+	}), micro.WithEndpointSubject(manifest.StatusSubject(b.spec.Name)))
 	if err != nil {
 		_ = svc.Stop()
 		return nil, fmt.Errorf("adding status endpoint of %s: %w", b.spec.Name, err)

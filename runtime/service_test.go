@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/jetfn/jetfn"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
 )
 
@@ -16,9 +17,9 @@ import (
 // metadata and JetStream counters.
 func TestMicroDiscovery(t *testing.T) {
 	env := newEnv(t)
-	rec := &recorder{result: func(m Msg) error {
+	rec := &recorder{result: func(m jetfn.Msg) error {
 		if string(m.Data) == "poison" {
-			return Permanent(errors.New("poison"))
+			return jetfn.Permanent(errors.New("poison"))
 		}
 		return nil
 	}}

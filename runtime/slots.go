@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jetfn/jetfn"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -37,7 +38,7 @@ type delivery struct {
 	// when a worker starts it.
 	lastBeat time.Time
 	deadline time.Time
-	meta     Msg
+	meta     jetfn.Msg
 	slot     *slot
 }
 
@@ -73,7 +74,7 @@ func (t *tracker) remove(d *delivery) {
 // after deadline (never, if zero); false if the drain took it. It leaves
 // lastBeat alone: the server's timer has run since the last InProgress,
 // whatever the worker does, so the keeper must beat it on that clock.
-func (t *tracker) start(d *delivery, meta Msg, deadline time.Time, s *slot) bool {
+func (t *tracker) start(d *delivery, meta jetfn.Msg, deadline time.Time, s *slot) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	d.meta, d.deadline, d.slot = meta, deadline, s

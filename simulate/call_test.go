@@ -11,7 +11,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/jetfn/jetfn"
 	summarizesession "github.com/jetfn/jetfn/functions/summarize-session"
+	"github.com/jetfn/jetfn/manifest"
 	"github.com/jetfn/jetfn/runtime"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
 	"github.com/jetfn/jetfn/simulate"
@@ -42,26 +44,26 @@ functions:
 // runtime with summarize-session on them.
 func startCallStack(t *testing.T, m string) (string, *mongo.Database) {
 	t.Helper()
-	return startStack(t, m, runtime.Function{Name: summarizesession.Name, New: summarizesession.New})
+	return startStack(t, m, jetfn.Function{Name: summarizesession.Name, New: summarizesession.New})
 }
 
 // startStack starts embedded NATS and FerretDB and, when manifest is given,
 // a runtime with fn on them. It returns the NATS URL and a database of the
 // test's own.
-func startStack(t *testing.T, manifest string, fn runtime.Function) (string, *mongo.Database) {
+func startStack(t *testing.T, manifestYAML string, fn jetfn.Function) (string, *mongo.Database) {
 	t.Helper()
 	ns := runtimetest.StartNATS(t)
 	nc := runtimetest.Connect(t, ns.ClientURL())
 	_, client := runtimetest.StartMongo(t)
 	db := client.Database(strings.ReplaceAll(t.Name(), "/", "_"))
-	if manifest == "" {
+	if manifestYAML == "" {
 		return ns.ClientURL(), db
 	}
-	m, err := runtime.ParseManifest([]byte(manifest))
+	m, err := manifest.Parse([]byte(manifestYAML))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := runtime.New(nc, m, []runtime.Function{fn}, runtime.WithMongo(db))
+	rt, err := runtime.New(nc, m, []jetfn.Function{fn}, runtime.WithMongo(db))
 	if err != nil {
 		t.Fatal(err)
 	}

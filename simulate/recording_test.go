@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/jetfn/jetfn"
 	publishrecordingevent "github.com/jetfn/jetfn/functions/publish-recording-event"
-	"github.com/jetfn/jetfn/runtime"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
 	"github.com/jetfn/jetfn/simulate"
 )
@@ -41,7 +41,7 @@ functions:
 // publish-recording-event on them.
 func startRecordingStack(t *testing.T) (string, *mongo.Database) {
 	t.Helper()
-	return startStack(t, recordingManifest, runtime.Function{Name: publishrecordingevent.Name, New: publishrecordingevent.New})
+	return startStack(t, recordingManifest, jetfn.Function{Name: publishrecordingevent.Name, New: publishrecordingevent.New})
 }
 
 func TestRecording(t *testing.T) {

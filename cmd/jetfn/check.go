@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/jetfn/jetfn/functions"
+	"github.com/jetfn/jetfn/manifest"
 	"github.com/jetfn/jetfn/runtime"
 )
 
@@ -49,12 +50,12 @@ func manifestPath(flagValue string, cfg Config) (string, error) {
 // functions (their names and their config blocks) and the duplicate-window
 // rule, printing every problem to out (errCheckFailed). With allowShort a
 // short window is printed as a warning.
-func readManifest(path string, allowShort bool, out io.Writer) ([]byte, *runtime.Manifest, error) {
+func readManifest(path string, allowShort bool, out io.Writer) ([]byte, *manifest.Manifest, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil, usageError(err)
 	}
-	m, err := runtime.ParseManifest(raw)
+	m, err := manifest.Parse(raw)
 	if err == nil {
 		err = validate(m)
 	}
@@ -77,7 +78,7 @@ func readManifest(path string, allowShort bool, out io.Writer) ([]byte, *runtime
 
 // validate runs the manifest's own rules and every function's config check
 // in one go, so one run lists every problem; neither touches a server.
-func validate(m *runtime.Manifest) error {
+func validate(m *manifest.Manifest) error {
 	all := functions.All()
-	return errors.Join(m.Validate(runtime.Names(all)), runtime.CheckConfigs(m, all))
+	return errors.Join(m.Validate(runtime.Names(all)), manifest.CheckConfigs(m, all))
 }

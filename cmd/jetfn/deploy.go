@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetfn/jetfn/deploy"
+	"github.com/jetfn/jetfn/manifest"
 	"github.com/jetfn/jetfn/runtime"
 )
 
@@ -37,7 +38,7 @@ func cmdDeploy(ctx context.Context, args []string, out, errOut io.Writer) error 
 		return err
 	}
 	return withJetStream(ctx, cfg, func(js jetstream.JetStream) error {
-		var current *runtime.Manifest
+		var current *manifest.Manifest
 		if rev, err := deploy.Load(ctx, js, *name); err == nil {
 			if current, err = rev.Manifest(); err != nil {
 				current = nil
@@ -46,7 +47,7 @@ func cmdDeploy(ctx context.Context, args []string, out, errOut io.Writer) error 
 		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
 			return err
 		}
-		fmt.Fprint(out, runtime.PlanChange(current, m).String())
+		fmt.Fprint(out, manifest.PlanChange(current, m).String())
 		refusals, err := runtime.ServerRefusals(ctx, js, m)
 		if err != nil {
 			return err

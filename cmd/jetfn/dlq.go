@@ -12,8 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetfn/jetfn/manifest"
 	"github.com/jetfn/jetfn/ops/dlq"
-	"github.com/jetfn/jetfn/runtime"
 )
 
 // defaultDLQManifest is where `jetfn dlq` looks for the dead-letter stream
@@ -151,8 +151,8 @@ func withDLQ(ctx context.Context, manifest string, errOut io.Writer, fn func(*dl
 
 // deadLetterSpec reads the dead-letter settings from --manifest, else
 // JETFN_MANIFEST, else the local manifest if it exists, else the defaults.
-func deadLetterSpec(path string) (runtime.DeadLetterSpec, error) {
-	defaults := runtime.DeadLetterSpec{Stream: runtime.DefaultDeadLetter, SubjectPrefix: runtime.DefaultDeadPrefix}
+func deadLetterSpec(path string) (manifest.DeadLetterSpec, error) {
+	defaults := manifest.DeadLetterSpec{Stream: manifest.DefaultDeadLetter, SubjectPrefix: manifest.DefaultDeadPrefix}
 	cfg, err := loadConfig()
 	if err != nil {
 		return defaults, err
@@ -166,7 +166,7 @@ func deadLetterSpec(path string) (runtime.DeadLetterSpec, error) {
 		}
 		path = defaultDLQManifest
 	}
-	m, err := runtime.LoadManifest(path)
+	m, err := manifest.Load(path)
 	if err != nil {
 		return defaults, usageError(err)
 	}

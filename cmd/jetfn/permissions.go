@@ -7,7 +7,7 @@ import (
 	"io"
 	"regexp"
 
-	"github.com/jetfn/jetfn/runtime"
+	"github.com/jetfn/jetfn/manifest"
 )
 
 // deploymentKey is a KV key without wildcards, which would widen the
@@ -20,7 +20,7 @@ func cmdPermissions(_ context.Context, args []string, out, errOut io.Writer) err
 	fs := newFlags("permissions", "permissions --manifest FILE [--provision] [--deployment NAME] [--prune] [--json] [--inbox-prefix _INBOX]", errOut)
 	path := fs.String("manifest", "", "manifest (default $JETFN_MANIFEST); with --deployment, one listing every function the deployment will run")
 	provision := fs.Bool("provision", false, "add stream and consumer management rights (the runtime creates them; without it run with --no-provision)")
-	deployment := fs.String("deployment", "", "add reading and watching this key of the "+runtime.ManifestBucket+" KV bucket (for run --deployment NAME); no right to write it")
+	deployment := fs.String("deployment", "", "add reading and watching this key of the "+manifest.ManifestBucket+" KV bucket (for run --deployment NAME); no right to write it")
 	prune := fs.Bool("prune", false, "add deleting each function's durable consumer (for run --prune)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a nats-server config block")
 	inbox := fs.String("inbox-prefix", "_INBOX", "the connection's inbox prefix")
@@ -38,11 +38,11 @@ func cmdPermissions(_ context.Context, args []string, out, errOut io.Writer) err
 	if err != nil {
 		return err
 	}
-	m, err := runtime.LoadManifest(file)
+	m, err := manifest.Load(file)
 	if err != nil {
 		return usageError(err)
 	}
-	perms := m.Permissions(runtime.PermissionOptions{InboxPrefix: *inbox, Provision: *provision,
+	perms := m.Permissions(manifest.PermissionOptions{InboxPrefix: *inbox, Provision: *provision,
 		Deployment: *deployment, Prune: *prune})
 	if *asJSON {
 		enc := json.NewEncoder(out)

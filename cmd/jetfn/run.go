@@ -18,6 +18,7 @@ import (
 
 	"github.com/jetfn/jetfn/deploy"
 	"github.com/jetfn/jetfn/functions"
+	"github.com/jetfn/jetfn/manifest"
 	"github.com/jetfn/jetfn/metrics"
 	"github.com/jetfn/jetfn/runtime"
 )
@@ -76,7 +77,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, onReady func()) er
 	mx := metrics.New() // the histogram before the runtime, the listener after
 	rt, err := runtime.New(nc, m, functions.All(), runtimeOptions(cfg, log, client, mx)...)
 	if err != nil {
-		if errors.Is(err, runtime.ErrInvalidManifest) || errors.Is(err, runtime.ErrShortWindow) {
+		if errors.Is(err, manifest.ErrInvalidManifest) || errors.Is(err, manifest.ErrShortWindow) {
 			return usageError(err)
 		}
 		return err
@@ -134,9 +135,9 @@ func whenReady(ctx context.Context, cfg Config, js jetstream.JetStream, revision
 
 // startManifest is the manifest to start with: the file, or the
 // deployment's current revision in KV (and its revision number).
-func startManifest(ctx context.Context, cfg Config, js jetstream.JetStream) (*runtime.Manifest, uint64, error) {
+func startManifest(ctx context.Context, cfg Config, js jetstream.JetStream) (*manifest.Manifest, uint64, error) {
 	if cfg.Deployment == "" {
-		m, err := runtime.LoadManifest(cfg.Manifest)
+		m, err := manifest.Load(cfg.Manifest)
 		return m, 0, usageError(err)
 	}
 	rev, err := deploy.Load(ctx, js, cfg.Deployment)

@@ -19,7 +19,9 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/jetfn/jetfn"
 	"github.com/jetfn/jetfn/events"
+	"github.com/jetfn/jetfn/manifest"
 	"github.com/jetfn/jetfn/runtime"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
 )
@@ -76,7 +78,7 @@ func dbName(t *testing.T) string {
 
 func (e *env) start(nc *nats.Conn) {
 	e.t.Helper()
-	m, err := runtime.ParseManifest([]byte(testManifest))
+	m, err := manifest.Parse([]byte(testManifest))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -85,7 +87,7 @@ func (e *env) start(nc *nats.Conn) {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	rt, err := runtime.New(nc, m, []runtime.Function{{Name: Name, New: New}},
+	rt, err := runtime.New(nc, m, []jetfn.Function{{Name: Name, New: New}},
 		runtime.WithMongo(e.db), runtime.WithLogger(log))
 	if err != nil {
 		e.t.Fatal(err)

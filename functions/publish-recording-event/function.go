@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/jetfn/jetfn"
 	"github.com/jetfn/jetfn/events"
-	"github.com/jetfn/jetfn/runtime"
 )
 
 // Name is the function's name in manifests and in the registry.
@@ -26,16 +26,16 @@ const Name = "publish-recording-event"
 type Function struct {
 	store   store
 	locks   *recordingLocks
-	pub     runtime.Publisher
+	pub     jetfn.Publisher
 	log     *slog.Logger
-	handler runtime.Handler
+	handler jetfn.Handler
 }
 
-var _ runtime.Handler = (*Function)(nil)
+var _ jetfn.Handler = (*Function)(nil)
 
 // New builds the function from the runtime's dependencies. It takes no
 // config, and refuses a config block that sets any key.
-func New(deps runtime.Deps) (runtime.Handler, error) {
+func New(deps jetfn.Deps) (jetfn.Handler, error) {
 	if err := CheckConfig(deps.Config); err != nil {
 		return nil, err
 	}
@@ -50,28 +50,28 @@ func New(deps runtime.Deps) (runtime.Handler, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	f := &Function{store: newStore(deps.Mongo), locks: newRecordingLocks(), pub: deps.Publisher, log: log}
-	f.handler = runtime.JSON(f.record)
+	f.handler = jetfn.JSON(f.record)
 	return f, nil
 }
 
 // CheckConfig refuses every key of a config block: the function takes no
 // settings, so any key is a mistake that would otherwise be ignored. New
 // calls it too, so the two cannot drift.
-func CheckConfig(block runtime.Config) error {
+func CheckConfig(block jetfn.Config) error {
 	return block.Decode(&struct{}{})
 }
 
 // Handle decodes and validates the event, then records it.
-func (f *Function) Handle(ctx context.Context, msg runtime.Msg) error {
+func (f *Function) Handle(ctx context.Context, msg jetfn.Msg) error {
 	return f.handler.Handle(ctx, msg)
 }
 
 // record stores the event, then publishes the notice: a crash in between
 // is repaired by the redelivery, and the notice's Nats-Msg-Id makes the
 // stream drop a second copy.
-func (f *Function) record(ctx context.Context, msg runtime.Msg, ev events.RecordingEvent) error {
+func (f *Function) record(ctx context.Context, msg jetfn.Msg, ev events.RecordingEvent) error {
 	if want := ev.Subject(); msg.Subject != want {
-		return runtime.Malformed(fmt.Errorf("a %s event arrived on %s, want %s", ev.Event, msg.Subject, want))
+		return jetfn.Malformed(fmt.Errorf("a %s event arrived on %s, want %s", ev.Event, msg.Subject, want))
 	}
 	unlock, err := f.locks.lock(ctx, ev.RecordingID)
 	if err != nil {
@@ -81,7 +81,7 @@ func (f *Function) record(ctx context.Context, msg runtime.Msg, ev events.Record
 	unlock()
 	if err != nil {
 		if errors.Is(err, ErrConversationMismatch) {
-			return runtime.Permanent(err)
+			return jetfn.Permanent(err)
 		}
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetfn/jetfn"
 	"github.com/jetfn/jetfn/events"
 	"github.com/jetfn/jetfn/runtime"
 )
@@ -20,10 +21,10 @@ const (
 	seedLog = "shuffle seed %d"
 )
 
-var _ runtime.Handler = (*Function)(nil)
+var _ jetfn.Handler = (*Function)(nil)
 
 func TestNewNeedsMongoAndPublisher(t *testing.T) {
-	if _, err := New(runtime.Deps{}); !errors.Is(err, ErrNoMongo) {
+	if _, err := New(jetfn.Deps{}); !errors.Is(err, ErrNoMongo) {
 		t.Fatalf("New without Mongo: %v, want ErrNoMongo", err)
 	}
 }

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/jetfn/jetfn/runtime"
+	"github.com/jetfn/jetfn"
 )
 
 // Config is the function's `config:` block in the manifest.
@@ -25,16 +25,16 @@ func DefaultConfig() Config {
 }
 
 // Validate reports every invalid field at once, each naming its key
-// (runtime.InvalidConfig), so a manifest's problem points to its line.
+// (jetfn.InvalidConfig), so a manifest's problem points to its line.
 func (c Config) Validate() error {
 	var errs []error
 	// Zero is allowed: two counts back to back, no wait for late segments
 	// (benchmarks use it so the wait does not dominate).
 	if c.Quiet < 0 {
-		errs = append(errs, runtime.InvalidConfig("quiet", "%s is negative", c.Quiet))
+		errs = append(errs, jetfn.InvalidConfig("quiet", "%s is negative", c.Quiet))
 	}
 	if c.MaxRounds < 1 {
-		errs = append(errs, runtime.InvalidConfig("maxRounds", "%d is below 1", c.MaxRounds))
+		errs = append(errs, jetfn.InvalidConfig("maxRounds", "%d is below 1", c.MaxRounds))
 	}
 	return errors.Join(errs...)
 }
@@ -42,7 +42,7 @@ func (c Config) Validate() error {
 // CheckConfig decodes and validates a config block without touching Mongo
 // or NATS, so `jetfn check`, deploy and Apply refuse a bad block before the
 // function is bound. It is New's own reading of the block.
-func CheckConfig(block runtime.Config) error {
+func CheckConfig(block jetfn.Config) error {
 	_, err := decodeConfig(block)
 	return err
 }
@@ -50,7 +50,7 @@ func CheckConfig(block runtime.Config) error {
 // decodeConfig is the one reading of the block, shared by New and
 // CheckConfig so the two cannot drift: the defaults, then the manifest's
 // keys over them, then the rules.
-func decodeConfig(block runtime.Config) (Config, error) {
+func decodeConfig(block jetfn.Config) (Config, error) {
 	cfg := DefaultConfig()
 	if err := block.DecodeValid(&cfg); err != nil {
 		return Config{}, err

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/jetfn/jetfn/runtime"
+	"github.com/jetfn/jetfn"
 )
 
 // TestCheckConfigMatchesNew checks the block as check and deploy do, and
@@ -24,14 +24,14 @@ func TestCheckConfigMatchesNew(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			block, err := runtime.ConfigFromYAML(tt.block)
+			block, err := jetfn.ConfigFromYAML(tt.block)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if got := errText(CheckConfig(block)); got != tt.want {
 				t.Errorf("CheckConfig error:\n%s\nwant:\n%s", got, tt.want)
 			}
-			_, err = New(runtime.Deps{Config: block})
+			_, err = New(jetfn.Deps{Config: block})
 			if tt.want == "" && !errors.Is(err, ErrNoMongo) || tt.want != "" && errText(err) != tt.want {
 				t.Errorf("New error = %v, want %q (or ErrNoMongo for a valid block)", err, tt.want)
 			}

@@ -27,7 +27,7 @@ func indexes(from, to int) []int {
 // TestSessions runs whole sessions through the runtime: each gets exactly
 // one summary and one transcript.processed with the summary's key.
 func TestSessions(t *testing.T) {
-	s := startStack(t, testDB(t), manifest(t, 200*time.Millisecond, ""))
+	s := startStack(t, testDB(t), testManifest(t, 200*time.Millisecond, ""))
 	tests := []struct {
 		name      string
 		saved     []int
@@ -85,7 +85,7 @@ func checkProcessed(t *testing.T, msgs []*jetstream.RawStreamMsg, want events.Tr
 // so the stream keeps both and the handler runs twice: the upsert and the
 // output's message ID still leave one summary and one notification.
 func TestSessionEndedTwice(t *testing.T) {
-	s := startStack(t, testDB(t), manifest(t, 200*time.Millisecond, ""))
+	s := startStack(t, testDB(t), testManifest(t, 200*time.Millisecond, ""))
 	s.save("c2", "s2", indexes(0, 12)...)
 	data, _ := json.Marshal(events.SessionEnded{ConversationID: "c2", SessionID: "s2", PublishedSegments: 12})
 	for _, id := range []string{"ended-1", "ended-2"} {
@@ -108,7 +108,7 @@ func TestSessionEndedTwice(t *testing.T) {
 // TestLateSegmentsCounted saves the last three segments after
 // session-ended, while the handler is already waiting out its quiet period.
 func TestLateSegmentsCounted(t *testing.T) {
-	s := startStack(t, testDB(t), manifest(t, time.Second, ""))
+	s := startStack(t, testDB(t), testManifest(t, time.Second, ""))
 	s.save("c3", "s3", indexes(0, 9)...)
 	s.sessionEnded("c3", "s3", 12)
 	runtimetest.Eventually(t, 30*time.Second, "handler running", func() bool { return s.status().InFlight == 1 })
@@ -126,7 +126,7 @@ func TestLateSegmentsCounted(t *testing.T) {
 // TestMalformedDeadLettered: a session-ended breaking the contract is
 // dead-lettered on its first delivery and summarizes nothing.
 func TestMalformedDeadLettered(t *testing.T) {
-	s := startStack(t, testDB(t), manifest(t, 200*time.Millisecond, ""))
+	s := startStack(t, testDB(t), testManifest(t, 200*time.Millisecond, ""))
 	if _, err := s.js.Publish(context.Background(), events.SessionEndedSubject,
 		[]byte(`{"conversationId":"c.4","sessionId":"s4","publishedSegments":1}`)); err != nil {
 		t.Fatal(err)
@@ -162,7 +162,7 @@ func TestMongoOutage(t *testing.T) {
 	q.Set("connectTimeoutMS", "300")
 	u.RawQuery = q.Encode()
 	db := runtimetest.ConnectMongo(t, u.String()).Database(dbName(t))
-	s := startStack(t, db, manifest(t, 200*time.Millisecond, "    maxDeliver: 50\n    backoff: [100ms, 300ms]\n"))
+	s := startStack(t, db, testManifest(t, 200*time.Millisecond, "    maxDeliver: 50\n    backoff: [100ms, 300ms]\n"))
 	s.save("c5", "s5", indexes(0, 12)...)
 
 	first.Stop()

@@ -7,8 +7,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jetfn/jetfn"
 	"github.com/jetfn/jetfn/events"
-	"github.com/jetfn/jetfn/runtime"
 )
 
 // Name is the function's name in manifests and in the registry.
@@ -26,18 +26,18 @@ const Name = "summarize-session"
 type Function struct {
 	cfg     Config
 	store   store
-	pub     runtime.Publisher
+	pub     jetfn.Publisher
 	log     *slog.Logger
 	wait    waitFunc
 	now     func() time.Time
-	handler runtime.Handler
+	handler jetfn.Handler
 }
 
-var _ runtime.Handler = (*Function)(nil)
+var _ jetfn.Handler = (*Function)(nil)
 
 // New builds the function from the runtime's dependencies. Its config block
 // takes quiet (default 2s) and maxRounds (default 5).
-func New(deps runtime.Deps) (runtime.Handler, error) {
+func New(deps jetfn.Deps) (jetfn.Handler, error) {
 	cfg, err := decodeConfig(deps.Config)
 	if err != nil {
 		return nil, err
@@ -53,18 +53,18 @@ func New(deps runtime.Deps) (runtime.Handler, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	f := &Function{cfg: cfg, store: newStore(deps.Mongo), pub: deps.Publisher, log: log, wait: sleep, now: time.Now}
-	f.handler = runtime.JSON(f.summarize)
+	f.handler = jetfn.JSON(f.summarize)
 	return f, nil
 }
 
 // Handle decodes the event and summarizes its session.
-func (f *Function) Handle(ctx context.Context, msg runtime.Msg) error {
+func (f *Function) Handle(ctx context.Context, msg jetfn.Msg) error {
 	return f.handler.Handle(ctx, msg)
 }
 
 // summarize runs the steps in an order that can restart from the top after
 // a crash anywhere: reads first, then the upsert, then the publish.
-func (f *Function) summarize(ctx context.Context, msg runtime.Msg, evt events.SessionEnded) error {
+func (f *Function) summarize(ctx context.Context, msg jetfn.Msg, evt events.SessionEnded) error {
 	log := f.log.With("conversation_id", evt.ConversationID, "session_id", evt.SessionID,
 		"stream_seq", msg.StreamSequence, "num_delivered", msg.NumDelivered)
 	count := func(ctx context.Context) (int, error) { return f.store.countSegments(ctx, evt) }

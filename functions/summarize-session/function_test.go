@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetfn/jetfn"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-
-	"github.com/jetfn/jetfn/runtime"
 )
 
 // TestNewConfig checks the config block: defaults, overrides, and errors
@@ -40,11 +39,11 @@ func TestNewConfig(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := runtime.ConfigFromYAML(tt.config)
+			cfg, err := jetfn.ConfigFromYAML(tt.config)
 			if err != nil {
 				t.Fatal(err)
 			}
-			h, err := New(runtime.Deps{Config: cfg, Mongo: tt.mongo, Publisher: pub})
+			h, err := New(jetfn.Deps{Config: cfg, Mongo: tt.mongo, Publisher: pub})
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("New error = %v, want it to contain %q", err, tt.wantErr)
@@ -59,7 +58,7 @@ func TestNewConfig(t *testing.T) {
 			}
 		})
 	}
-	if _, err := New(runtime.Deps{Mongo: db}); !errors.Is(err, ErrNoPublisher) {
+	if _, err := New(jetfn.Deps{Mongo: db}); !errors.Is(err, ErrNoPublisher) {
 		t.Errorf("New without publisher = %v, want ErrNoPublisher", err)
 	}
 }

@@ -14,8 +14,10 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/jetfn/jetfn"
 	"github.com/jetfn/jetfn/events"
 	summarizesession "github.com/jetfn/jetfn/functions/summarize-session"
+	"github.com/jetfn/jetfn/manifest"
 	"github.com/jetfn/jetfn/publish"
 	"github.com/jetfn/jetfn/runtime"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
@@ -31,11 +33,11 @@ type stack struct {
 	tr *publish.Transcriber
 }
 
-// manifest is the summarize-session entry the tests run, with the quiet
+// testManifest is the summarize-session entry the tests run, with the quiet
 // period and any further spec lines given.
-func manifest(t *testing.T, quiet time.Duration, extra string) *runtime.Manifest {
+func testManifest(t *testing.T, quiet time.Duration, extra string) *manifest.Manifest {
 	t.Helper()
-	m, err := runtime.ParseManifest([]byte(`
+	m, err := manifest.Parse([]byte(`
 streams:
   - name: TRANSCRIPTION
     subjects: ["transcription.>", "transcript.>"]
@@ -84,7 +86,7 @@ func dbName(t *testing.T) string {
 }
 
 // startStack starts NATS and the runtime with m, and waits until it is ready.
-func startStack(t *testing.T, db *mongo.Database, m *runtime.Manifest) *stack {
+func startStack(t *testing.T, db *mongo.Database, m *manifest.Manifest) *stack {
 	t.Helper()
 	ns := runtimetest.StartNATS(t)
 	nc := runtimetest.Connect(t, ns.ClientURL())
@@ -92,7 +94,7 @@ func startStack(t *testing.T, db *mongo.Database, m *runtime.Manifest) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fns := []runtime.Function{{Name: summarizesession.Name, New: summarizesession.New}}
+	fns := []jetfn.Function{{Name: summarizesession.Name, New: summarizesession.New}}
 	rt, err := runtime.New(nc, m, fns, runtime.WithMongo(db), runtime.WithLogger(testLogger()))
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +179,7 @@ func (s *stack) processed(conv, sess string) []*jetstream.RawStreamMsg {
 // status asks the function's status endpoint for its counters.
 func (s *stack) status() runtime.Stats {
 	s.t.Helper()
-	reply, err := s.nc.Request(runtime.StatusSubject(summarizesession.Name), nil, 5*time.Second)
+	reply, err := s.nc.Request(manifest.StatusSubject(summarizesession.Name), nil, 5*time.Second)
 	if err != nil {
 		s.t.Fatal(err)
 	}

@@ -13,6 +13,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetfn/jetfn"
+	"github.com/jetfn/jetfn/manifest"
 	"github.com/jetfn/jetfn/runtime"
 )
 
@@ -45,11 +47,11 @@ type Greeting struct {
 // failure (dead-lettered at once) and "flaky" fails every delivery (nak'd,
 // then dead-lettered on the last). A payload that is not a Greeting is
 // malformed: dead-lettered at once.
-var Greeter = runtime.Function{Name: "greeter", New: func(runtime.Deps) (runtime.Handler, error) {
-	return runtime.JSON(func(_ context.Context, _ runtime.Msg, g Greeting) error {
+var Greeter = jetfn.Function{Name: "greeter", New: func(jetfn.Deps) (jetfn.Handler, error) {
+	return jetfn.JSON(func(_ context.Context, _ jetfn.Msg, g Greeting) error {
 		switch g.Name {
 		case "poison":
-			return runtime.Permanent(errors.New("poisoned greeting"))
+			return jetfn.Permanent(errors.New("poisoned greeting"))
 		case "flaky":
 			return errors.New("flaky greeting")
 		}
@@ -58,13 +60,13 @@ var Greeter = runtime.Function{Name: "greeter", New: func(runtime.Deps) (runtime
 }}
 
 // New builds a Runtime for manifest with the greeter, without running it.
-func New(t testing.TB, nc *nats.Conn, manifest string, opts ...runtime.Option) *runtime.Runtime {
+func New(t testing.TB, nc *nats.Conn, manifestYAML string, opts ...runtime.Option) *runtime.Runtime {
 	t.Helper()
-	m, err := runtime.ParseManifest([]byte(manifest))
+	m, err := manifest.Parse([]byte(manifestYAML))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := runtime.New(nc, m, []runtime.Function{Greeter}, opts...)
+	rt, err := runtime.New(nc, m, []jetfn.Function{Greeter}, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,9 +88,9 @@ func Run(t testing.TB, rt *runtime.Runtime) {
 }
 
 // Start builds and runs a Runtime and waits until it is ready.
-func Start(t testing.TB, nc *nats.Conn, manifest string, opts ...runtime.Option) *runtime.Runtime {
+func Start(t testing.TB, nc *nats.Conn, manifestYAML string, opts ...runtime.Option) *runtime.Runtime {
 	t.Helper()
-	rt := New(t, nc, manifest, opts...)
+	rt := New(t, nc, manifestYAML, opts...)
 	Run(t, rt)
 	select {
 	case <-rt.Ready():

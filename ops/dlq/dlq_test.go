@@ -11,12 +11,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetfn/jetfn/internal/runtest"
+	"github.com/jetfn/jetfn/manifest"
 	"github.com/jetfn/jetfn/ops/dlq"
 	"github.com/jetfn/jetfn/runtime"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
 )
 
-var deadLetters = runtime.DeadLetterSpec{Stream: "DEADLETTER", SubjectPrefix: "deadletter"}
+var deadLetters = manifest.DeadLetterSpec{Stream: "DEADLETTER", SubjectPrefix: "deadletter"}
 
 // env is a running greeter whose poison and malformed messages are dead
 // letters 1 and 2.

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetfn/jetfn/manifest"
 	"github.com/jetfn/jetfn/runtime"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
 )
@@ -86,7 +87,7 @@ func TestInterruptedReplays(t *testing.T) {
 		}
 		return ack.Sequence
 	}
-	store, err := Open(ctx, js, runtime.DeadLetterSpec{Stream: "DEADLETTER", SubjectPrefix: "deadletter"})
+	store, err := Open(ctx, js, manifest.DeadLetterSpec{Stream: "DEADLETTER", SubjectPrefix: "deadletter"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetfn/jetfn/manifest"
 	"github.com/jetfn/jetfn/runtime"
 )
 
@@ -108,11 +109,11 @@ func (l Letter) replayHeader(msgID string) nats.Header {
 type Store struct {
 	js     jetstream.JetStream
 	stream jetstream.Stream
-	spec   runtime.DeadLetterSpec
+	spec   manifest.DeadLetterSpec
 }
 
 // Open looks up the dead-letter stream named by spec.
-func Open(ctx context.Context, js jetstream.JetStream, spec runtime.DeadLetterSpec) (*Store, error) {
+func Open(ctx context.Context, js jetstream.JetStream, spec manifest.DeadLetterSpec) (*Store, error) {
 	stream, err := js.Stream(ctx, spec.Stream)
 	if err != nil {
 		return nil, fmt.Errorf("looking up dead-letter stream %s: %w", spec.Stream, err)

@@ -229,7 +229,7 @@ func checkKept(ctx context.Context, t *testing.T, admin jetstream.JetStream, sta
 func deployRevision(ctx context.Context, t *testing.T, f *deletedFixture, n int, c consumerSettings) {
 	t.Helper()
 	path := filepath.Join(f.dir, fmt.Sprintf("revision-%d.yaml", n))
-	if err := writeManifest(path, manifest{window: dayWindow, quiet: deletedQuiet, consumer: c}); err != nil {
+	if err := writeManifest(path, manifestParams{window: dayWindow, quiet: deletedQuiet, consumer: c}); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.CommandContext(ctx, f.bin, "deploy", "--manifest", path, "--deployment", adminDeployment, "--yes")

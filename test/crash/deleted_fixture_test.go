@@ -45,7 +45,7 @@ func newDeletedFixture(t *testing.T, bin string) *deletedFixture {
 	f := &deletedFixture{t: t, bin: bin, dir: dir, stack: stack,
 		manifest: filepath.Join(dir, "manifest.yaml"), db: "deleted"}
 	// The harness's manifest: production consumer settings, 24h window.
-	if err := writeManifest(f.manifest, manifest{window: dayWindow, quiet: deletedQuiet, consumer: localConsumer}); err != nil {
+	if err := writeManifest(f.manifest, manifestParams{window: dayWindow, quiet: deletedQuiet, consumer: localConsumer}); err != nil {
 		t.Fatal(err)
 	}
 	return f

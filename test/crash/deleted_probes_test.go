@@ -12,10 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetfn/jetfn/manifest"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-
-	"github.com/jetfn/jetfn/runtime"
 )
 
 // probe is one thing an operator looks at. see returns what it shows now
@@ -199,7 +198,7 @@ const consumerErrorField = "consumer_error"
 // consumerErrorProbe wants the function's status endpoint, the data `nats
 // micro stats` shows, to carry a non-empty consumer_error.
 func (f *deletedFixture) consumerErrorProbe() probe {
-	subject := runtime.StatusSubject(functionName)
+	subject := manifest.StatusSubject(functionName)
 	return probe{name: subject, want: fmt.Sprintf("a non-empty %q", consumerErrorField),
 		see: func(ctx context.Context) (string, bool) {
 			msg, err := f.stack.nc.RequestWithContext(ctx, subject, nil)

@@ -112,12 +112,12 @@ func (h *Harness) Close() {
 // prepare writes a fresh manifest with local.yaml's consumer settings and
 // picks a fresh database for one run.
 func (h *Harness) prepare(name string, window time.Duration) error {
-	return h.prepareManifest(name, manifest{window: window, quiet: h.opts.Quiet, consumer: localConsumer})
+	return h.prepareManifest(name, manifestParams{window: window, quiet: h.opts.Quiet, consumer: localConsumer})
 }
 
 // prepareManifest writes m as a fresh manifest and picks a fresh database
 // for one run.
-func (h *Harness) prepareManifest(name string, m manifest) error {
+func (h *Harness) prepareManifest(name string, m manifestParams) error {
 	h.runs++
 	base := fmt.Sprintf("%03d-%s", h.runs, strings.ReplaceAll(name, "/", "_"))
 	h.manPath = filepath.Join(h.dir, "manifest-"+base+".yaml")

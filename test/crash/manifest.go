@@ -80,14 +80,14 @@ func (c consumerSettings) backoff() string {
 	return strings.Join(localBackoff[:min(len(localBackoff), c.maxDeliver)], ", ")
 }
 
-// manifest is what one run's manifest varies.
-type manifest struct {
+// manifestParams is what one run's manifest varies.
+type manifestParams struct {
 	window, quiet time.Duration
 	consumer      consumerSettings
 }
 
 // writeManifest writes the manifest for one run to path.
-func writeManifest(path string, m manifest) error {
+func writeManifest(path string, m manifestParams) error {
 	c := m.consumer
 	text := fmt.Sprintf(manifestTemplate, m.window, c.ackWait, c.maxDeliver, c.heartbeat, c.backoff(),
 		concurrency, m.quiet, maxRounds)

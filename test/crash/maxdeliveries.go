@@ -152,7 +152,7 @@ func (h *Harness) exhaustOnce(ctx context.Context, e Exhaustion, maxDeliver int)
 }
 
 func (h *Harness) exhaustSession(ctx context.Context, e Exhaustion, maxDeliver int, ev *exhaustEvidence) (Result, error) {
-	err := h.prepareManifest(exhaustName, manifest{window: dayWindow, quiet: e.Quiet, consumer: e.consumer(maxDeliver)})
+	err := h.prepareManifest(exhaustName, manifestParams{window: dayWindow, quiet: e.Quiet, consumer: e.consumer(maxDeliver)})
 	if err != nil {
 		return Result{}, err
 	}

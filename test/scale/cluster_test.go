@@ -16,6 +16,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/jetfn/jetfn/functions"
+	"github.com/jetfn/jetfn/manifest"
 	"github.com/jetfn/jetfn/runtime"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
 )
@@ -41,11 +42,11 @@ func TestClusterFailover(t *testing.T) {
 	began := time.Now()
 	// The runtime's user has exactly the permissions `jetfn permissions
 	// --provision` generates for this manifest.
-	m, err := runtime.ParseManifest([]byte(clusterManifest))
+	m, err := manifest.Parse([]byte(clusterManifest))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl := StartSecuredCluster(t, 3, m.Permissions(runtime.PermissionOptions{Provision: true}))
+	cl := StartSecuredCluster(t, 3, m.Permissions(manifest.PermissionOptions{Provision: true}))
 	_, mc := runtimetest.StartMongo(t)
 	db := mc.Database("cluster")
 	js, err := jetstream.New(cl.ConnectCluster(t, "publisher"))
@@ -117,7 +118,7 @@ func startInProcess(t *testing.T, cl *Cluster, db *mongo.Database, rec *logRecor
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := runtime.ParseManifest([]byte(clusterManifest))
+	m, err := manifest.Parse([]byte(clusterManifest))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,11 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetfn/jetfn/manifest"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/jetfn/jetfn/runtime"
 )
 
 // clusterName is the name every node of a test cluster shares.
@@ -55,7 +54,7 @@ func StartCluster(t testing.TB, n int) *Cluster {
 // StartSecuredCluster is StartCluster with two users on every node: "admin"
 // (password "admin"), allowed everything, and "jetfn" (password "jetfn")
 // with exactly the given permissions, as `jetfn permissions` prints them.
-func StartSecuredCluster(t testing.TB, n int, perms runtime.Permissions) *Cluster {
+func StartSecuredCluster(t testing.TB, n int, perms manifest.Permissions) *Cluster {
 	t.Helper()
 	users := []*server.User{
 		{Username: "admin", Password: "admin"},
@@ -67,7 +66,7 @@ func StartSecuredCluster(t testing.TB, n int, perms runtime.Permissions) *Cluste
 }
 
 // serverPermissions turns generated permissions into nats-server's form.
-func serverPermissions(p runtime.Permissions) *server.Permissions {
+func serverPermissions(p manifest.Permissions) *server.Permissions {
 	sp := &server.Permissions{
 		Publish:   &server.SubjectPermission{Allow: p.Publish},
 		Subscribe: &server.SubjectPermission{Allow: p.Subscribe},

@@ -1,8 +1,11 @@
-package runtime
+package manifest
 
 import (
 	"errors"
 	"fmt"
+
+	"github.com/jetfn/jetfn"
+	"github.com/jetfn/jetfn/internal/problems"
 )
 
 // CheckConfigs runs the CheckConfig of every function m binds on its
@@ -15,8 +18,8 @@ import (
 //
 // It touches no server. A name no function has, and a function without a
 // CheckConfig, are skipped: the first is Validate's to report.
-func CheckConfigs(m *Manifest, functions []Function) error {
-	checks := make(map[string]func(Config) error, len(functions))
+func CheckConfigs(m *Manifest, functions []jetfn.Function) error {
+	checks := make(map[string]func(jetfn.Config) error, len(functions))
 	for _, f := range functions {
 		if f.CheckConfig != nil {
 			checks[f.Name] = f.CheckConfig
@@ -28,7 +31,7 @@ func CheckConfigs(m *Manifest, functions []Function) error {
 		if !ok {
 			continue
 		}
-		for _, p := range splitJoined(check(spec.Config)) {
+		for _, p := range problems.Split(check(spec.Config)) {
 			errs = append(errs, fmt.Errorf("functions[%d] (%s).config: %w", i, spec.Name, p))
 		}
 	}

@@ -1,4 +1,4 @@
-package runtime
+package jetfn
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/jetfn/jetfn/internal/problems"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -279,28 +280,9 @@ func levenshtein(a, b string) int {
 	return prev[len(rb)]
 }
 
-// joinErrorType is the type errors.Join returns, so that locate and
-// problems split a joined error and leave any other wrapping alone.
-var joinErrorType = reflect.TypeOf(errors.Join(errors.New("")))
-
-// splitJoined is err's parts when errors.Join made it, else err alone.
-func splitJoined(err error) []error {
-	if err == nil {
-		return nil
-	}
-	if reflect.TypeOf(err) != joinErrorType {
-		return []error{err}
-	}
-	var parts []error
-	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
-		parts = append(parts, splitJoined(e)...)
-	}
-	return parts
-}
-
 // locate gives each lineless *ConfigError in err the line of its key.
 func (c Config) locate(err error) error {
-	parts := splitJoined(err)
+	parts := problems.Split(err)
 	for i, p := range parts {
 		if ce, ok := p.(*ConfigError); ok && ce.Line == 0 {
 			located := *ce
@@ -356,4 +338,20 @@ func mappingEntry(node *yaml.Node, key string) (k, v *yaml.Node) {
 func (c *Config) UnmarshalYAML(node *yaml.Node) error {
 	c.node = node
 	return nil
+}
+
+// Equal reports whether two config blocks say the same thing, whatever their
+// lines and layout; a manifest's plan compares blocks with it.
+func (c Config) Equal(other Config) bool { return c.yamlText() == other.yamlText() }
+
+// yamlText is the block as canonical YAML text.
+func (c Config) yamlText() string {
+	if c.node == nil {
+		return ""
+	}
+	out, err := yaml.Marshal(c.node)
+	if err != nil {
+		return err.Error()
+	}
+	return string(out)
 }

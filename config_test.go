@@ -1,8 +1,7 @@
-package runtime
+package jetfn
 
 import (
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 )
@@ -72,7 +71,7 @@ func TestConfigDecode(t *testing.T) {
 		{name: "a repeated key names both lines", block: "quiet: 1s\nmaxRounds: 2\nquiet: 3s",
 			wantErr: "line 3: quiet: also set at line 1"},
 		{name: "a block that is not a mapping", block: "[1, 2]",
-			wantErr: "line 1: cannot unmarshal !!seq into runtime.decodeTarget"},
+			wantErr: "line 1: cannot unmarshal !!seq into jetfn.decodeTarget"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -98,20 +97,6 @@ func TestConfigDecode(t *testing.T) {
 	}
 }
 
-// TestConfigDecodeKeepsManifestLines decodes a block as the runtime gets it,
-// from a parsed manifest: the line is the manifest file's, not the block's.
-func TestConfigDecodeKeepsManifestLines(t *testing.T) {
-	m, err := ParseManifest([]byte(strings.Replace(validManifest, "      quiet: 2s", "      quiet: 2s\n      maxRounds: -1\n      quiett: 1s", 1)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := defaultTarget()
-	err = m.Functions[0].Config.Decode(&got)
-	if want := "line 20: quiett: unknown key; did you mean quiet?"; err == nil || err.Error() != want {
-		t.Fatalf("Decode error = %v, want %q", err, want)
-	}
-}
-
 func TestConfigDecodeEmptyBlock(t *testing.T) {
 	for _, text := range []string{"", "{}"} {
 		block, err := ConfigFromYAML(text)
@@ -122,5 +107,29 @@ func TestConfigDecodeEmptyBlock(t *testing.T) {
 		if err := block.Decode(&got); err != nil || !reflect.DeepEqual(got, defaultTarget()) {
 			t.Errorf("Decode(%q) = %+v, %v; want the defaults", text, got, err)
 		}
+	}
+}
+
+func TestClosestKey(t *testing.T) {
+	known := []string{"quiet", "maxRounds", "id"}
+	tests := []struct {
+		name string
+		key  string
+		want string
+	}{
+		{name: "doubled letter", key: "quiett", want: "quiet"},
+		{name: "swapped letters", key: "qiuet", want: "quiet"},
+		{name: "case only", key: "MAXROUNDS", want: "maxRounds"},
+		{name: "case and a typo", key: "maxround", want: "maxRounds"},
+		{name: "too far", key: "quietPeriod", want: ""},
+		{name: "a short key is not corrected into another", key: "x", want: ""},
+		{name: "a two-letter key one edit away", key: "ix", want: "id"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := closestKey(tt.key, known); got != tt.want {
+				t.Errorf("closestKey(%q) = %q, want %q", tt.key, got, tt.want)
+			}
+		})
 	}
 }

@@ -1,4 +1,4 @@
-package runtime
+package manifest
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/jetfn/jetfn"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -97,7 +98,7 @@ type FunctionSpec struct {
 	// Monitor sets the thresholds `nats server check consumer` reads from
 	// the consumer's io.nats.monitor.* metadata.
 	Monitor *MonitorSpec `yaml:"monitor"`
-	Config  Config       `yaml:"config"`
+	Config  jetfn.Config `yaml:"config"`
 }
 
 // MonitorSpec holds consumer health thresholds; zero leaves a check off.
@@ -125,25 +126,28 @@ const (
 	DefaultDeadPrefix    = "deadletter"
 	DefaultMaxOutage     = time.Hour
 	DefaultTimeout       = 5 * time.Minute
+	// DefaultMaxPayload is the largest payload a function accepts unless its
+	// manifest entry says otherwise.
+	DefaultMaxPayload = 1 << 20
 )
 
-// LoadManifest reads and parses the manifest at path. It does not validate
+// Load reads and parses the manifest at path. It does not validate
 // it against a registry; call Validate for that.
-func LoadManifest(path string) (*Manifest, error) {
+func Load(path string) (*Manifest, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading manifest: %w", err)
 	}
-	m, err := ParseManifest(raw)
+	m, err := Parse(raw)
 	if err != nil {
 		return nil, fmt.Errorf("manifest %s: %w", path, err)
 	}
 	return m, nil
 }
 
-// ParseManifest decodes a manifest strictly (an unknown key is an error that
+// Parse decodes a manifest strictly (an unknown key is an error that
 // names the key and its line) and fills in defaults.
-func ParseManifest(raw []byte) (*Manifest, error) {
+func Parse(raw []byte) (*Manifest, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(raw))
 	dec.KnownFields(true)
 	var m Manifest

@@ -1,4 +1,4 @@
-package runtime
+package manifest
 
 import (
 	"errors"
@@ -109,7 +109,7 @@ func (m *Manifest) validateDeadLetter(add problemFunc) {
 	}
 	for _, f := range m.Functions {
 		subj := m.DeadLetterSubject(f.Name)
-		if !coveredByAny(subj, dl.Subjects) {
+		if !CoveredByAny(subj, dl.Subjects) {
 			add("deadLetter: subject %s of function %s is not stored by stream %s (subjects %v)",
 				subj, f.Name, dl.Name, dl.Subjects)
 		}
@@ -202,7 +202,7 @@ func (m *Manifest) validateOutputs(at string, f *FunctionSpec, add problemFunc) 
 		switch {
 		case !ok:
 			add("%s.stream: %q is not declared under streams", oat, o.Stream)
-		case !coveredByAny(o.Subject, stream.Subjects):
+		case !CoveredByAny(o.Subject, stream.Subjects):
 			add("%s: subject %s is not stored by stream %s (subjects %v); the publish would fail", oat, o.Subject, o.Stream, stream.Subjects)
 		case stream.Retention == "interest" || stream.Retention == "workqueue":
 			add("%s: stream %s has retention %s, which deletes a message once consumed; the server keeps its "+
@@ -232,7 +232,7 @@ func (m *Manifest) validateSubjects(at string, f *FunctionSpec, add problemFunc)
 	for _, subj := range subjects {
 		if err := checkSubject(subj); err != nil {
 			add("%s.subject: %v", at, err)
-		} else if ok && !coveredByAny(subj, stream.Subjects) {
+		} else if ok && !CoveredByAny(subj, stream.Subjects) {
 			add("%s.subject: %s is not covered by stream %s's subjects %v", at, subj, stream.Name, stream.Subjects)
 		}
 	}
@@ -255,7 +255,8 @@ func checkSubject(subj string) error {
 	return nil
 }
 
-func coveredByAny(subj string, patterns []string) bool {
+// CoveredByAny reports whether some pattern covers subj (SubjectCovered).
+func CoveredByAny(subj string, patterns []string) bool {
 	return slices.ContainsFunc(patterns, func(p string) bool { return SubjectCovered(subj, p) })
 }
 

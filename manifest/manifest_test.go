@@ -1,4 +1,4 @@
-package runtime
+package manifest
 
 import (
 	"errors"
@@ -30,7 +30,7 @@ functions:
 var known = []string{"publish-recording-event", "summarize-session"}
 
 func TestManifestDefaults(t *testing.T) {
-	m, err := ParseManifest([]byte(validManifest))
+	m, err := Parse([]byte(validManifest))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestManifestDefaults(t *testing.T) {
 }
 
 func TestManifestStrictDecoding(t *testing.T) {
-	_, err := ParseManifest([]byte(strings.Replace(validManifest, "    concurrency: 4", "    concurency: 4", 1)))
+	_, err := Parse([]byte(strings.Replace(validManifest, "    concurrency: 4", "    concurency: 4", 1)))
 	if err == nil || !strings.Contains(err.Error(), "line 16") || !strings.Contains(err.Error(), "concurency") {
 		t.Fatalf("err = %v, want the unknown key and its line", err)
 	}
@@ -112,7 +112,7 @@ func TestManifestValidation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m, err := ParseManifest([]byte(tt.edit(validManifest)))
+			m, err := Parse([]byte(tt.edit(validManifest)))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package runtime
+package manifest
 
 import (
 	"bytes"
@@ -56,7 +56,7 @@ func agree(t *testing.T, schema *jsonschema.Schema, doc string, wantValid bool) 
 	t.Helper()
 	schemaErr := schema.Validate(yamlToJSON(t, doc))
 	var loaderErr error
-	m, loaderErr := ParseManifest([]byte(doc))
+	m, loaderErr := Parse([]byte(doc))
 	if loaderErr == nil {
 		loaderErr = m.Validate(known)
 	}

@@ -1,7 +1,6 @@
-package runtime
+package manifest
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -46,7 +45,7 @@ func TestDuplicateWindowCheck(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m, err := ParseManifest([]byte(fieldReport(tt.window)))
+			m, err := Parse([]byte(fieldReport(tt.window)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -103,7 +102,7 @@ func TestOutputChecks(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m, err := ParseManifest([]byte(tt.edit(fieldReport("24h"))))
+			m, err := Parse([]byte(tt.edit(fieldReport("24h"))))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -112,30 +111,5 @@ func TestOutputChecks(t *testing.T) {
 				t.Fatalf("err = %v, want it to contain %q", err, tt.want)
 			}
 		})
-	}
-}
-
-func TestPublisherRefusesUndeclaredOutput(t *testing.T) {
-	env := newEnv(t)
-	var publishErr error
-	h := HandlerFunc(func(ctx context.Context, _ Msg) error { return nil })
-	m := testManifest(t, "    outputs:\n      - subject: test.out.*\n        stream: TEST\n")
-	fns := []Function{{Name: "fn", New: func(d Deps) (Handler, error) {
-		if err := d.Publisher.Publish(context.Background(), "test.out.ok", []byte("x"), "id-1"); err != nil {
-			return nil, err
-		}
-		publishErr = d.Publisher.Publish(context.Background(), "test.elsewhere", []byte("x"), "id-2")
-		return h, nil
-	}}}
-	rt, err := New(env.nc, m, fns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env.run(rt)
-	if !errors.Is(publishErr, ErrUndeclaredOutput) || !errors.Is(publishErr, ErrPermanent) {
-		t.Fatalf("publish outside outputs: %v, want a permanent ErrUndeclaredOutput", publishErr)
-	}
-	if got := env.streamMsgs("TEST"); got != 1 {
-		t.Fatalf("stream holds %d messages, want only the declared output", got)
 	}
 }

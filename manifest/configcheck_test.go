@@ -1,9 +1,12 @@
-package runtime
+package manifest
 
 import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/jetfn/jetfn"
 )
 
 // errText is err's message, empty for nil.
@@ -25,10 +28,10 @@ type ruledTarget struct {
 func (c ruledTarget) Validate() error {
 	var errs []error
 	if c.MaxRounds < 1 {
-		errs = append(errs, InvalidConfig("maxRounds", "%d is below 1", c.MaxRounds))
+		errs = append(errs, jetfn.InvalidConfig("maxRounds", "%d is below 1", c.MaxRounds))
 	}
 	if c.Retry.Max < 0 {
-		errs = append(errs, InvalidConfig("retry.max", "%d is negative", c.Retry.Max))
+		errs = append(errs, jetfn.InvalidConfig("retry.max", "%d is negative", c.Retry.Max))
 	}
 	if c.MaxRounds > 100 {
 		errs = append(errs, errors.New("too many rounds"))
@@ -54,7 +57,7 @@ func TestConfigDecodeValid(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			block, err := ConfigFromYAML(tt.block)
+			block, err := jetfn.ConfigFromYAML(tt.block)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -66,33 +69,9 @@ func TestConfigDecodeValid(t *testing.T) {
 	}
 }
 
-func TestClosestKey(t *testing.T) {
-	known := []string{"quiet", "maxRounds", "id"}
-	tests := []struct {
-		name string
-		key  string
-		want string
-	}{
-		{name: "doubled letter", key: "quiett", want: "quiet"},
-		{name: "swapped letters", key: "qiuet", want: "quiet"},
-		{name: "case only", key: "MAXROUNDS", want: "maxRounds"},
-		{name: "case and a typo", key: "maxround", want: "maxRounds"},
-		{name: "too far", key: "quietPeriod", want: ""},
-		{name: "a short key is not corrected into another", key: "x", want: ""},
-		{name: "a two-letter key one edit away", key: "ix", want: "id"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := closestKey(tt.key, known); got != tt.want {
-				t.Errorf("closestKey(%q) = %q, want %q", tt.key, got, tt.want)
-			}
-		})
-	}
-}
-
 // checkedFunction is a function whose check decodes into ruledTarget.
-func checkedFunction(name string) Function {
-	return Function{Name: name, CheckConfig: func(c Config) error {
+func checkedFunction(name string) jetfn.Function {
+	return jetfn.Function{Name: name, CheckConfig: func(c jetfn.Config) error {
 		var cfg ruledTarget
 		return c.DecodeValid(&cfg)
 	}}
@@ -120,11 +99,11 @@ func TestCheckConfigs(t *testing.T) {
     config:
       anything: 1
 `
-	m, err := ParseManifest([]byte(text))
+	m, err := Parse([]byte(text))
 	if err != nil {
 		t.Fatal(err)
 	}
-	fns := []Function{checkedFunction("summarize-session"), checkedFunction("publish-recording-event"), {Name: "unchecked"}}
+	fns := []jetfn.Function{checkedFunction("summarize-session"), checkedFunction("publish-recording-event"), {Name: "unchecked"}}
 	err = CheckConfigs(m, fns)
 	want := "invalid manifest: function config:\n" +
 		"functions[0] (summarize-session).config: line 18: maxRounds: cannot unmarshal !!str `many` into int\n" +
@@ -133,7 +112,7 @@ func TestCheckConfigs(t *testing.T) {
 	if errText(err) != want {
 		t.Fatalf("CheckConfigs error:\n%v\nwant:\n%s", err, want)
 	}
-	for _, sentinel := range []error{ErrInvalidConfig, ErrInvalidManifest, ErrUnknownConfigKey} {
+	for _, sentinel := range []error{ErrInvalidConfig, ErrInvalidManifest, jetfn.ErrUnknownConfigKey} {
 		if !errors.Is(err, sentinel) {
 			t.Errorf("CheckConfigs error is not %v", sentinel)
 		}
@@ -141,11 +120,28 @@ func TestCheckConfigs(t *testing.T) {
 }
 
 func TestCheckConfigsPasses(t *testing.T) {
-	m, err := ParseManifest([]byte(strings.Replace(validManifest, "      quiet: 2s", "      maxRounds: 2", 1)))
+	m, err := Parse([]byte(strings.Replace(validManifest, "      quiet: 2s", "      maxRounds: 2", 1)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := CheckConfigs(m, []Function{checkedFunction("summarize-session")}); err != nil {
+	if err := CheckConfigs(m, []jetfn.Function{checkedFunction("summarize-session")}); err != nil {
 		t.Fatalf("CheckConfigs = %v, want nil", err)
+	}
+}
+
+// TestConfigDecodeKeepsManifestLines decodes a block as the runtime gets it,
+// from a parsed manifest: the line is the manifest file's, not the block's.
+func TestConfigDecodeKeepsManifestLines(t *testing.T) {
+	m, err := Parse([]byte(strings.Replace(validManifest, "      quiet: 2s", "      quiet: 2s\n      maxRounds: -1\n      quiett: 1s", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := struct {
+		Quiet     time.Duration `yaml:"quiet"`
+		MaxRounds int           `yaml:"maxRounds"`
+	}{}
+	err = m.Functions[0].Config.Decode(&got)
+	if want := "line 20: quiett: unknown key; did you mean quiet?"; err == nil || err.Error() != want {
+		t.Fatalf("Decode error = %v, want %q", err, want)
 	}
 }

@@ -1,4 +1,4 @@
-package runtime
+package manifest
 
 import (
 	"fmt"
@@ -131,3 +131,7 @@ func (s *subjectSet) add(subjects ...string) {
 }
 
 func (s *subjectSet) list() []string { return slices.Clone(s.order) }
+
+// StatusSubject is the subject of a function's status endpoint, the micro
+// endpoint that carries its counters.
+func StatusSubject(function string) string { return function + ".status" }

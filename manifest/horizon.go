@@ -1,4 +1,4 @@
-package runtime
+package manifest
 
 import (
 	"errors"
@@ -37,12 +37,23 @@ func (h Horizon) MinWindow() time.Duration { return 2 * h.Total() }
 // the next one: ackWait when the process died, the backoff entry when the
 // handler failed.
 func (f *FunctionSpec) redeliveryWait() time.Duration {
-	p := retryPolicy{maxDeliver: f.MaxDeliver, backoff: f.Backoff, ackWait: f.AckWait}
 	var sum time.Duration
 	for n := 1; n <= f.MaxDeliver; n++ {
-		sum += max(f.AckWait, p.delayAfter(uint64(n)))
+		sum += max(f.AckWait, f.RetryDelay(uint64(n)))
 	}
 	return sum
+}
+
+// RetryDelay is the backoff before the redelivery that follows attempt n:
+// the backoff entry for n (the last one past its end), or ackWait without a
+// backoff. A plain Nak would ignore the consumer's BackOff and redeliver at
+// once, so the runtime applies this schedule itself with NakWithDelay.
+func (f *FunctionSpec) RetryDelay(n uint64) time.Duration {
+	if len(f.Backoff) == 0 {
+		return f.AckWait
+	}
+	i := min(int(n)-1, len(f.Backoff)-1)
+	return f.Backoff[max(i, 0)]
 }
 
 // Horizons computes one horizon per function and output stream.

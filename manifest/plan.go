@@ -1,4 +1,4 @@
-package runtime
+package manifest
 
 import (
 	"fmt"
@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"go.yaml.in/yaml/v3"
+	"github.com/jetfn/jetfn"
 )
 
 // Plan is what switching from one manifest to another changes.
@@ -34,7 +34,7 @@ func PlanChange(old, next *Manifest) Plan {
 	}
 	var p Plan
 	for _, f := range next.Functions {
-		prev, ok := old.function(f.Name)
+		prev, ok := old.Function(f.Name)
 		switch {
 		case !ok:
 			p.Added = append(p.Added, f.Name)
@@ -45,7 +45,7 @@ func PlanChange(old, next *Manifest) Plan {
 		}
 	}
 	for _, f := range old.Functions {
-		if _, ok := next.function(f.Name); !ok {
+		if _, ok := next.Function(f.Name); !ok {
 			p.Removed = append(p.Removed, f.Name)
 		}
 	}
@@ -91,7 +91,8 @@ func (p Plan) String() string {
 	return b.String()
 }
 
-func (m *Manifest) function(name string) (FunctionSpec, bool) {
+// Function is the entry that binds the named function, if m has one.
+func (m *Manifest) Function(name string) (FunctionSpec, bool) {
 	i := slices.IndexFunc(m.Functions, func(f FunctionSpec) bool { return f.Name == name })
 	if i < 0 {
 		return FunctionSpec{}, false
@@ -111,8 +112,11 @@ func fieldDiff[T any](a, b T) []string {
 			continue
 		}
 		x, y := va.Field(i).Interface(), vb.Field(i).Interface()
-		if cx, ok := x.(Config); ok {
-			x, y = cx.canonical(), y.(Config).canonical()
+		if cx, ok := x.(jetfn.Config); ok {
+			if !cx.Equal(y.(jetfn.Config)) {
+				fields = append(fields, name)
+			}
+			continue
 		}
 		if !reflect.DeepEqual(x, y) {
 			fields = append(fields, name)
@@ -121,14 +125,14 @@ func fieldDiff[T any](a, b T) []string {
 	return fields
 }
 
-// canonical is the config block as YAML text, for comparisons.
-func (c Config) canonical() string {
-	if c.node == nil {
-		return ""
+// Touched lists the functions of next that a switch adds or changes.
+func (p Plan) Touched(next *Manifest) []FunctionSpec {
+	var out []FunctionSpec
+	for _, spec := range next.Functions {
+		if slices.Contains(p.Added, spec.Name) ||
+			slices.ContainsFunc(p.Changed, func(c Change) bool { return c.Name == spec.Name }) {
+			out = append(out, spec)
+		}
 	}
-	out, err := yaml.Marshal(c.node)
-	if err != nil {
-		return err.Error()
-	}
-	return string(out)
+	return out
 }

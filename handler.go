@@ -1,11 +1,10 @@
-package runtime
+package jetfn
 
 import (
 	"context"
 	"log/slog"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 )
 
@@ -41,7 +40,7 @@ func (f HandlerFunc) Handle(ctx context.Context, msg Msg) error { return f(ctx, 
 type Msg struct {
 	Subject string
 	Data    []byte
-	Header  nats.Header
+	Header  Header
 	// Stream and StreamSequence identify the stored message; they stay the
 	// same across redeliveries.
 	Stream         string
@@ -51,6 +50,23 @@ type Msg struct {
 	// Published is when the stream stored the message.
 	Published time.Time
 }
+
+// Header holds a message's NATS headers. It has nats.Header's shape, so the
+// runtime converts one to the other for free, and functions need not import
+// nats.go to read a header.
+type Header map[string][]string
+
+// Get is the first value of key, or "" when there is none. Keys are exact,
+// as NATS headers are.
+func (h Header) Get(key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// Values is every value of key.
+func (h Header) Values(key string) []string { return h[key] }
 
 // Publisher publishes to JetStream and waits for the stream's
 // acknowledgement. msgID is the output's key: the Publisher a function gets

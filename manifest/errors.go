@@ -1,0 +1,23 @@
+package manifest
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrUnknownFunction is returned when a manifest names a function that this
+// binary does not contain.
+var ErrUnknownFunction = errors.New("unknown function")
+
+// ErrInvalidManifest wraps every problem found while validating a manifest.
+var ErrInvalidManifest = errors.New("invalid manifest")
+
+// ErrInvalidConfig wraps every problem CheckConfigs finds in a manifest's
+// config blocks. It wraps ErrInvalidManifest, so a caller that refuses an
+// invalid manifest refuses a bad config block the same way.
+var ErrInvalidConfig = fmt.Errorf("%w: function config", ErrInvalidManifest)
+
+// ErrShortWindow is returned when an output stream's duplicate window is
+// shorter than twice the longest time after which a function may publish the
+// same output again; a redelivery after the window would store it twice.
+var ErrShortWindow = errors.New("duplicate window shorter than the redelivery horizon")
