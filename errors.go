@@ -20,6 +20,11 @@ var ErrPermanent = errors.New("permanent failure")
 // manifest.
 var ErrUndeclaredOutput = errors.New("publish to an undeclared output")
 
+// ErrNoOutputKey is a Publish without a key. It is permanent: the handler
+// would publish the same output again on every redelivery, so it must
+// derive a key from its input (Msg.ID) or say NoDedup.
+var ErrNoOutputKey = errors.New("publish without a key")
+
 // ErrUnknownConfigKey is a key in a function's config block that the
 // function does not take: most often a typo, which must not silently leave
 // the setting at its default.

@@ -3,6 +3,7 @@ package jetfn
 import (
 	"context"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -51,6 +52,18 @@ type Msg struct {
 	Published time.Time
 }
 
+// ID names the stored message, the same on every redelivery: the
+// publisher's Nats-Msg-Id when it set one, else "<stream>:<stream
+// sequence>". An output keyed by it (or by a field that names the request)
+// is stored once however often the input is delivered, and two different
+// inputs never share an output.
+func (m Msg) ID() string {
+	if id := m.Header.Get("Nats-Msg-Id"); id != "" {
+		return id
+	}
+	return m.Stream + ":" + strconv.FormatUint(m.StreamSequence, 10)
+}
+
 // Header holds a message's NATS headers. It has nats.Header's shape, so the
 // runtime converts one to the other for free, and functions need not import
 // nats.go to read a header.
@@ -69,14 +82,27 @@ func (h Header) Get(key string) string {
 func (h Header) Values(key string) []string { return h[key] }
 
 // Publisher publishes to JetStream and waits for the stream's
-// acknowledgement. msgID is the output's key: the Publisher a function gets
-// sends it as Nats-Msg-Id scoped to the function and subject (OutputMsgID),
-// and the stream drops a second publish with the same ID inside its
-// duplicate window, which is what makes a handler's publish safe to repeat.
-// A duplicate is acknowledged like a stored message (and counted).
+// acknowledgement. key is the output's deduplication key: the Publisher a
+// function gets sends it as Nats-Msg-Id scoped to the function and subject
+// (runtime.OutputMsgID), and the stream drops a second publish with the same
+// ID inside its duplicate window, which is what makes a handler's publish
+// safe to repeat. A duplicate is acknowledged like a stored message (and
+// counted).
+//
+// Derive the key from the input (Msg.ID, or a field that names the
+// request), never from a value two different requests can share: the second
+// would be dropped as the first one's duplicate. An empty key is refused
+// with ErrNoOutputKey, a permanent failure, because every redelivery would
+// store the output again; pass NoDedup to publish without a message ID on
+// purpose.
 type Publisher interface {
-	Publish(ctx context.Context, subject string, data []byte, msgID string) error
+	Publish(ctx context.Context, subject string, data []byte, key string) error
 }
+
+// NoDedup, given to Publish as the key, publishes without a message ID: a
+// redelivery publishes the output again. It is for outputs whose readers
+// deduplicate by themselves, or that may repeat.
+const NoDedup = "\x00no-dedup"
 
 // Deps is what the runtime gives a function's constructor.
 type Deps struct {

@@ -10,7 +10,7 @@ var (
 	descHandled = prometheus.NewDesc("jetfn_handled_total",
 		"Messages whose handler ran to a result, per delivery.", []string{"function"}, nil)
 	descOutcomes = prometheus.NewDesc("jetfn_outcomes_total",
-		"What jetfn told JetStream after a handler result: acked, naked, termed, dead_lettered. A dead-lettered message is also termed.",
+		"What jetfn told JetStream after a handler result: acked, retried, termed, dead_lettered. A dead-lettered message is also termed.",
 		[]string{"function", "outcome"}, nil)
 	descRedeliveries = prometheus.NewDesc("jetfn_redeliveries_total",
 		"Deliveries that were not a message's first.", []string{"function"}, nil)
@@ -79,5 +79,5 @@ func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 func outcomes(s runtime.Stats) map[string]uint64 {
-	return map[string]uint64{"acked": s.Acked, "naked": s.Naked, "termed": s.Termed, "dead_lettered": s.DeadLettered}
+	return map[string]uint64{"acked": s.Acked, "retried": s.Retried, "termed": s.Termed, "dead_lettered": s.DeadLettered}
 }

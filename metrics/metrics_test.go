@@ -70,7 +70,7 @@ func TestServe(t *testing.T) {
 	}{
 		{name: "jetfn_handled_total", want: 5},
 		{name: "jetfn_outcomes_total", labels: map[string]string{"outcome": "acked"}, want: 2},
-		{name: "jetfn_outcomes_total", labels: map[string]string{"outcome": "naked"}, want: 1},
+		{name: "jetfn_outcomes_total", labels: map[string]string{"outcome": "retried"}, want: 1},
 		{name: "jetfn_outcomes_total", labels: map[string]string{"outcome": "termed"}, want: 2},
 		{name: "jetfn_outcomes_total", labels: map[string]string{"outcome": "dead_lettered"}, want: 2},
 		{name: "jetfn_redeliveries_total", want: 1},

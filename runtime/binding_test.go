@@ -155,7 +155,7 @@ func TestPanicIsRetried(t *testing.T) {
 		return rec.count() == 2 && env.settled("TEST", "fn", 1)
 	})
 	s := r.rt.statsOf(t, "fn")
-	if s.Naked != 1 || s.Acked != 1 || !strings.Contains(s.LastError, "panicked") {
+	if s.Retried != 1 || s.Acked != 1 || !strings.Contains(s.LastError, "panicked") {
 		t.Fatalf("stats %+v, want 1 nak, 1 ack and the panic as last error", s)
 	}
 }

@@ -1,19 +1,23 @@
-// Package runtime runs jetfn functions on JetStream.
+// Package runtime is jetfn's executor: it runs the functions a manifest
+// binds on JetStream.
 //
-// A Runtime takes a validated Manifest and the compiled-in functions, and
-// its Run does, in order: create or update every stream; create or update
-// each function's durable pull consumer and construct its Handler; register
-// one NATS micro service per function; then pull and handle messages until
-// the context is done, watching each consumer (a deleted one is recreated,
-// or reported while provisioning is off).
+// A Runtime takes a validated manifest.Manifest and the compiled-in
+// jetfn.Functions, and its Run does, in order: create or update every
+// stream and each function's durable pull consumer (reconcile.go);
+// construct each Handler and register one NATS micro service per function
+// (service.go); then pull and handle messages until the context is done,
+// watching each consumer (consumerwatch.go: a deleted one is recreated, or
+// reported while provisioning is off). Apply switches to a new manifest
+// revision all or nothing (apply.go).
 //
-// Each message's handler runs with a heartbeat (InProgress) within the
-// function's timeout, and its result picks the acknowledgement, as
-// documented on Handler; a delivery past maxDeliver is dead-lettered
-// without running the handler. On shutdown the
-// runtime stops pulling, lets in-flight handlers finish up to the drain
-// timeout, and returns what is left to the stream for another instance.
+// One message's life, from the credit its pull takes to its Ack, retry,
+// dead letter (deadletter.go) or return, with the InProgress that keeps it
+// alive, reads top to bottom in message.go; binding.go wires one function's
+// puller, keeper and workers (workers.go) together. Its result picks the
+// acknowledgement as documented on jetfn.Handler. On shutdown the runtime
+// stops pulling, lets in-flight handlers finish up to the drain timeout, and
+// returns what is left to the stream for another instance.
 //
 // The package knows nothing about any particular function: functions see
-// only Handler, Msg, Deps and the error helpers.
+// only package jetfn.
 package runtime

@@ -65,7 +65,7 @@ func TestHeartbeatKeepsLongHandlerAlive(t *testing.T) {
 }
 
 // beatCounter is a jetstream.Msg that only counts InProgress calls: the
-// tracker's scheduling is pure logic, tested without a server.
+// unsettledSet's scheduling is pure logic, tested without a server.
 type beatCounter struct {
 	jetstream.Msg
 	beats int
@@ -76,8 +76,8 @@ func (m *beatCounter) InProgress() error {
 	return nil
 }
 
-func TestTrackerKeep(t *testing.T) {
-	var tr tracker
+func TestUnsettledKeep(t *testing.T) {
+	var tr unsettledSet
 	running, buffered, settled, fresh, overdue := &beatCounter{}, &beatCounter{}, &beatCounter{}, &beatCounter{}, &beatCounter{}
 	old := time.Now().Add(-time.Hour)
 	for _, c := range []struct {
@@ -111,12 +111,12 @@ func TestTrackerKeep(t *testing.T) {
 	}
 }
 
-// TestTrackerStartKeepsBeatClock: starting a buffered message must not
+// TestUnsettledStartKeepsBeatClock: starting a buffered message must not
 // move its beat clock. The server's timer has run since the last
 // InProgress; before the fix start reset the clock without sending one,
 // so the first running beat came a whole heartbeat after the start.
-func TestTrackerStartKeepsBeatClock(t *testing.T) {
-	var tr tracker
+func TestUnsettledStartKeepsBeatClock(t *testing.T) {
+	var tr unsettledSet
 	m := &beatCounter{}
 	d := tr.add(m)
 	d.lastBeat = time.Now().Add(-time.Minute)

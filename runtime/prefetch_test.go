@@ -120,11 +120,11 @@ func TestDrainReturnsBufferedAtOnce(t *testing.T) {
 	}
 	<-started
 	runtimetest.Eventually(t, 10*time.Second, "five buffered", func() bool {
-		return first.rt.bindingOf(t, "fn").tracked.count(stateBuffered) == 5
+		return first.rt.bindingOf(t, "fn").unsettled.count(stateBuffered) == 5
 	})
 	first.cancel()
 	runtimetest.Eventually(t, 10*time.Second, "buffered returned", func() bool {
-		return first.rt.statsOf(t, "fn").Naked == 5
+		return first.rt.statsOf(t, "fn").Retried == 5
 	})
 	close(release)
 	if err := first.stop(t); err != nil {

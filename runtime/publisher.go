@@ -11,19 +11,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// jsPublisher is the Publisher for callers outside the runtime: the message
-// ID is used as given.
-type jsPublisher struct {
-	js jetstream.JetStream
-}
-
-var _ jetfn.Publisher = jsPublisher{}
-
-// NewPublisher returns a Publisher on js, for callers outside the runtime
-// (publishers, tools) that want the same timeout and message-ID rules. Their
-// IDs are used as given; only a function's outputs are scoped (OutputMsgID).
-func NewPublisher(js jetstream.JetStream) jetfn.Publisher { return jsPublisher{js: js} }
-
 // publishTimeout bounds one publish. jetstream.Publish waits for the PubAck
 // until ctx is done, and a handler's ctx lives as long as the manifest's
 // timeout: a PubAck lost in a NATS restart would hold the handler, and
@@ -32,14 +19,9 @@ func NewPublisher(js jetstream.JetStream) jetfn.Publisher { return jsPublisher{j
 // makes safe.
 const publishTimeout = 5 * time.Second
 
-// Publish waits for the stream's acknowledgement. A duplicate inside the
-// window is acknowledged too (and dropped by the stream), so a retried
-// publish succeeds without storing a second message.
-func (p jsPublisher) Publish(ctx context.Context, subject string, data []byte, msgID string) error {
-	_, err := publishAcked(ctx, p.js, subject, data, msgID)
-	return err
-}
-
+// publishAcked publishes and waits for the stream's acknowledgement. A
+// duplicate inside the window is acknowledged too (and dropped by the
+// stream), so a retried publish succeeds without storing a second message.
 func publishAcked(ctx context.Context, js jetstream.JetStream, subject string, data []byte, msgID string) (*jetstream.PubAck, error) {
 	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
 	defer cancel()
@@ -66,6 +48,19 @@ func OutputMsgID(function, subject, key string) string {
 	return "jetfn:" + function + ":" + subject + ":" + key
 }
 
+// outputMsgID is the Nats-Msg-Id of an output published with key: none for
+// NoDedup, refused for an empty key (see jetfn.Publisher).
+func outputMsgID(function, subject, key string) (string, error) {
+	switch key {
+	case jetfn.NoDedup:
+		return "", nil
+	case "":
+		return "", jetfn.Permanent(fmt.Errorf("%w: function %s published to %s with an empty key; derive one from the input "+
+			"(msg.ID()) or pass jetfn.NoDedup", jetfn.ErrNoOutputKey, function, subject))
+	}
+	return OutputMsgID(function, subject, key), nil
+}
+
 // outputPublisher is the Publisher a function gets: it refuses subjects
 // outside the function's declared outputs, scopes every message ID with
 // OutputMsgID, and counts the outputs the stream dropped as duplicates.
@@ -84,9 +79,9 @@ func (p outputPublisher) Publish(ctx context.Context, subject string, data []byt
 		return jetfn.Permanent(fmt.Errorf("%w: function %s publishes only to %v (manifest outputs), not %s",
 			jetfn.ErrUndeclaredOutput, p.function, p.outputs, subject))
 	}
-	msgID := ""
-	if key != "" {
-		msgID = OutputMsgID(p.function, subject, key)
+	msgID, err := outputMsgID(p.function, subject, key)
+	if err != nil {
+		return err
 	}
 	ack, err := publishAcked(ctx, p.js, subject, data, msgID)
 	if err != nil || !ack.Duplicate {

@@ -14,10 +14,12 @@ const durationWindow = 1024
 // Stats is a snapshot of one function's counters in this process. It is the
 // body of the `<function>.status` endpoint and the data of `nats micro stats`.
 type Stats struct {
-	Function     string `json:"function"`
-	Handled      uint64 `json:"handled"`
-	Acked        uint64 `json:"acked"`
-	Naked        uint64 `json:"naked"`
+	Function string `json:"function"`
+	Handled  uint64 `json:"handled"`
+	Acked    uint64 `json:"acked"`
+	// Retried counts Naks: a failed attempt given back with its backoff
+	// delay, or a message a drain returned for another instance.
+	Retried      uint64 `json:"retried"`
 	Termed       uint64 `json:"termed"`
 	DeadLettered uint64 `json:"dead_lettered"`
 	Redeliveries uint64 `json:"redeliveries"`
@@ -52,13 +54,13 @@ type Stats struct {
 
 // counters are a function's live counters, safe for concurrent use.
 type counters struct {
-	handled, acked, naked, termed atomic.Uint64
-	deadLettered, redeliveries    atomic.Uint64
-	heartbeats, bufferBeats       atomic.Uint64
-	duplicateOutputs, abandoned   atomic.Uint64
-	inFlight, abandonedRunning    atomic.Int64
-	ewma                          atomic.Int64 // nanoseconds, see recentAverage
-	lastError                     atomic.Pointer[string]
+	handled, acked, retried, termed atomic.Uint64
+	deadLettered, redeliveries      atomic.Uint64
+	heartbeats, bufferBeats         atomic.Uint64
+	duplicateOutputs, abandoned     atomic.Uint64
+	inFlight, abandonedRunning      atomic.Int64
+	ewma                            atomic.Int64 // nanoseconds, see recentAverage
+	lastError                       atomic.Pointer[string]
 
 	mu        sync.Mutex
 	durations [durationWindow]time.Duration
@@ -90,7 +92,7 @@ func (c *counters) snapshot(function string) Stats {
 		Function:     function,
 		Handled:      c.handled.Load(),
 		Acked:        c.acked.Load(),
-		Naked:        c.naked.Load(),
+		Retried:      c.retried.Load(),
 		Termed:       c.termed.Load(),
 		DeadLettered: c.deadLettered.Load(),
 		Redeliveries: c.redeliveries.Load(),

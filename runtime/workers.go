@@ -19,18 +19,18 @@ type workers struct {
 	// handlerCtx outlives stopping, so a drain does not cancel work.
 	handlerCtx context.Context
 	buffer     chan *delivery
-	held       *credits
+	credits    *credits
 	wg         sync.WaitGroup
 }
 
-// slot is one worker's share of the wait group: freed when the worker
+// workerShare is one worker's share of the wait group: freed when the worker
 // returns or when its handler is abandoned, whichever comes first.
-type slot struct {
+type workerShare struct {
 	once sync.Once
 	wg   *sync.WaitGroup
 }
 
-func (s *slot) free() { s.once.Do(s.wg.Done) }
+func (s *workerShare) free() { s.once.Do(s.wg.Done) }
 
 // start runs one more worker.
 func (w *workers) start() {
@@ -46,7 +46,7 @@ func (w *workers) reserve() { w.wg.Add(1) }
 // first settles it as a timed-out attempt, then takes messages like any
 // other.
 func (w *workers) run(abandoned *delivery) {
-	s := &slot{wg: &w.wg}
+	s := &workerShare{wg: &w.wg}
 	go func() {
 		defer s.free()
 		if abandoned != nil {
@@ -61,7 +61,7 @@ func (w *workers) run(abandoned *delivery) {
 // loop handles buffered messages until the buffer is closed. Once stopping
 // is done it starts nothing more: it returns what it takes from the buffer,
 // as the drain does, so a shutdown never begins new work.
-func (w *workers) loop(s *slot) {
+func (w *workers) loop(s *workerShare) {
 	for d := range w.buffer {
 		if w.stopping.Err() != nil {
 			if d.move(stateBuffered, stateReturned) {
@@ -71,7 +71,7 @@ func (w *workers) loop(s *slot) {
 			continue
 		}
 		if w.b.process(w.handlerCtx, d, s) == stateAbandoned {
-			return // a replacement worker settled d and holds this slot's place
+			return // a replacement worker settled d and holds this worker's place
 		}
 		w.done(d)
 	}
@@ -79,8 +79,8 @@ func (w *workers) loop(s *slot) {
 
 // done forgets a settled delivery and frees its credit for the puller.
 func (w *workers) done(d *delivery) {
-	w.b.tracked.remove(d)
-	w.held.release(1)
+	w.b.unsettled.remove(d)
+	w.credits.release(1)
 }
 
 // wait waits for every worker (not for abandoned handlers) up to timeout.
@@ -101,7 +101,7 @@ func (w *workers) wait(timeout time.Duration) bool {
 // abandon gives up on a handler past its deadline: it stops being kept
 // alive (the keeper moved it to stateAbandoned), a new worker settles it
 // as a failure and takes its place. The keeper reserved the replacement
-// while it held the tracker's lock, before the old worker could see the
+// while it held the unsettledSet's lock, before the old worker could see the
 // abandonment and return, so the wait group never touches zero between.
 func (w *workers) abandon(d *delivery) {
 	w.b.stats.abandoned.Add(1)
@@ -109,5 +109,5 @@ func (w *workers) abandon(d *delivery) {
 	w.b.msgLog(d.meta).Error("handler ignored its cancelled context past the timeout; settled its message as a failure and replaced its worker",
 		"timeout", w.b.spec.Timeout)
 	w.run(d)
-	d.slot.free()
+	d.worker.free()
 }

@@ -56,7 +56,7 @@ func TestSessions(t *testing.T) {
 			}
 		})
 	}
-	if st := s.status(); st.Naked != 0 || st.Redeliveries != 0 || st.DeadLettered != 0 {
+	if st := s.status(); st.Retried != 0 || st.Redeliveries != 0 || st.DeadLettered != 0 {
 		t.Errorf("stats %+v, want no naks, redeliveries or dead letters", st)
 	}
 }
@@ -96,8 +96,8 @@ func TestSessionEndedTwice(t *testing.T) {
 	runtimetest.Eventually(t, 60*time.Second, "both deliveries acked", func() bool { return s.settled(2) })
 	// Both runs overlap (concurrency 4), so their upserts race; neither
 	// may fail for it.
-	if st := s.status(); st.Acked != 2 || st.Naked != 0 {
-		t.Fatalf("acked %d, naked %d; want both runs to succeed at once", st.Acked, st.Naked)
+	if st := s.status(); st.Acked != 2 || st.Retried != 0 {
+		t.Fatalf("acked %d, retried %d; want both runs to succeed at once", st.Acked, st.Retried)
 	}
 	if sums := s.summaries("c2", "s2"); len(sums) != 1 {
 		t.Errorf("%d summaries, want 1", len(sums))
@@ -135,7 +135,7 @@ func TestMalformedDeadLettered(t *testing.T) {
 		st := s.status()
 		return st.DeadLettered == 1 && st.Termed == 1
 	})
-	if st := s.status(); st.Handled != 1 || st.Naked != 0 {
+	if st := s.status(); st.Handled != 1 || st.Retried != 0 {
 		t.Errorf("stats %+v, want one delivery and no retry", st)
 	}
 	if sums := s.summaries("c.4", "s4"); len(sums) != 0 {
@@ -167,7 +167,7 @@ func TestMongoOutage(t *testing.T) {
 
 	first.Stop()
 	s.sessionEnded("c5", "s5", 12)
-	runtimetest.Eventually(t, 30*time.Second, "a failed attempt", func() bool { return s.status().Naked >= 1 })
+	runtimetest.Eventually(t, 30*time.Second, "a failed attempt", func() bool { return s.status().Retried >= 1 })
 	t.Logf("failed with Mongo down: %s", s.status().LastError)
 	second, err := devstack.StartMongo(u.Host, dir)
 	if err != nil {
@@ -182,7 +182,7 @@ func TestMongoOutage(t *testing.T) {
 	}
 	checkProcessed(t, s.processed("c5", "s5"), events.TranscriptProcessed{ConversationID: "c5", SessionID: "s5", Segments: 12, Complete: true})
 	st := s.status()
-	t.Logf("after recovery: handled %d, naked %d, acked %d", st.Handled, st.Naked, st.Acked)
+	t.Logf("after recovery: handled %d, retried %d, acked %d", st.Handled, st.Retried, st.Acked)
 	if st.Acked != 1 || st.DeadLettered != 0 {
 		t.Errorf("stats %+v, want one ack and no dead letter", st)
 	}

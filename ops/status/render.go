@@ -30,7 +30,7 @@ func WriteTable(w io.Writer, instances []Instance, now time.Time) error {
 			problem = s.ConsumerError
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n",
-			i.Function, i.Version, i.ID, s.Handled, s.Acked, s.Naked, s.DeadLettered, s.InFlight,
+			i.Function, i.Version, i.ID, s.Handled, s.Acked, s.Retried, s.DeadLettered, s.InFlight,
 			s.NumPending, s.NumAckPending, formatUptime(i.Uptime(now)), truncate(problem, maxErrorWidth))
 	}
 	return tw.Flush()

@@ -57,7 +57,7 @@ func TestCollect(t *testing.T) {
 		t.Fatalf("both instances have ID %q", busy.ID)
 	}
 	s := busy.Stats
-	if s.Handled != 3 || s.Acked != 2 || s.DeadLettered != 1 || s.Naked != 0 || s.InFlight != 0 ||
+	if s.Handled != 3 || s.Acked != 2 || s.DeadLettered != 1 || s.Retried != 0 || s.InFlight != 0 ||
 		s.NumPending != 0 || s.NumAckPending != 0 || !strings.Contains(s.LastError, "poisoned greeting") {
 		t.Errorf("first instance stats %+v, want 3 handled, 2 acked, 1 dead-lettered, nothing pending, the poison as last error", s)
 	}
