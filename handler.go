@@ -84,7 +84,7 @@ func (h Header) Values(key string) []string { return h[key] }
 // Publisher publishes to JetStream and waits for the stream's
 // acknowledgement. key is the output's deduplication key: the Publisher a
 // function gets sends it as Nats-Msg-Id scoped to the function and subject
-// (runtime.OutputMsgID), and the stream drops a second publish with the same
+// (OutputMsgID), and the stream drops a second publish with the same
 // ID inside its duplicate window, which is what makes a handler's publish
 // safe to repeat. A duplicate is acknowledged like a stored message (and
 // counted).

@@ -66,7 +66,7 @@ func TestOutputIDNotSwallowedByInputID(t *testing.T) {
 		t.Fatalf("stored outputs = %d, want 1: the input's message ID swallowed the output", len(outputs))
 	}
 	// The format documented in events/ and its schemas.
-	if got, want := outputs[0].Header.Get(jetstream.MsgIDHeader), "jetfn:fn:test.out:k1"; got != want || OutputMsgID("fn", "test.out", "k1") != want {
+	if got, want := outputs[0].Header.Get(jetstream.MsgIDHeader), "jetfn:fn:test.out:k1"; got != want || func() string { id, _ := jetfn.OutputMsgID("fn", "test.out", "k1"); return id }() != want {
 		t.Errorf("output Nats-Msg-Id = %q, want %q", got, want)
 	}
 	if s := r.rt.statsOf(t, "fn"); s.DuplicateOutputs != 0 {

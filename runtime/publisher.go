@@ -36,34 +36,9 @@ func publishAcked(ctx context.Context, js jetstream.JetStream, subject string, d
 	return ack, nil
 }
 
-// OutputMsgID is the Nats-Msg-Id of a function's output:
-// "jetfn:<function>:<subject>:<key>", where key is the ID the function
-// passed to Publish. A stream remembers message IDs across all its
-// subjects, so a bare key could be the very ID an input publisher chose
-// (TRANSCRIPTION stores session-ended and transcript.processed alike) and
-// the stream would drop the output as its duplicate. Scoped, no ID another
-// publisher picks by its own rules can collide, while a retry of the same
-// output still dedups.
-func OutputMsgID(function, subject, key string) string {
-	return "jetfn:" + function + ":" + subject + ":" + key
-}
-
-// outputMsgID is the Nats-Msg-Id of an output published with key: none for
-// NoDedup, refused for an empty key (see jetfn.Publisher).
-func outputMsgID(function, subject, key string) (string, error) {
-	switch key {
-	case jetfn.NoDedup:
-		return "", nil
-	case "":
-		return "", jetfn.Permanent(fmt.Errorf("%w: function %s published to %s with an empty key; derive one from the input "+
-			"(msg.ID()) or pass jetfn.NoDedup", jetfn.ErrNoOutputKey, function, subject))
-	}
-	return OutputMsgID(function, subject, key), nil
-}
-
 // outputPublisher is the Publisher a function gets: it refuses subjects
 // outside the function's declared outputs, scopes every message ID with
-// OutputMsgID, and counts the outputs the stream dropped as duplicates.
+// jetfn.OutputMsgID, and counts the outputs the stream dropped as duplicates.
 type outputPublisher struct {
 	js       jetstream.JetStream
 	function string
@@ -79,7 +54,7 @@ func (p outputPublisher) Publish(ctx context.Context, subject string, data []byt
 		return jetfn.Permanent(fmt.Errorf("%w: function %s publishes only to %v (manifest outputs), not %s",
 			jetfn.ErrUndeclaredOutput, p.function, p.outputs, subject))
 	}
-	msgID, err := outputMsgID(p.function, subject, key)
+	msgID, err := jetfn.OutputMsgID(p.function, subject, key)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jetfn/jetfn"
 	"github.com/jetfn/jetfn/events"
+	"github.com/jetfn/jetfn/jetfntest"
 	"github.com/jetfn/jetfn/runtime"
 )
 
@@ -82,7 +83,7 @@ func checkNotice(t *testing.T, n notice, conversationID string) {
 	if want := events.RecordingNoticeSubject(conversationID); n.subject != want {
 		t.Errorf("notice on %s, want %s", n.subject, want)
 	}
-	if want := runtime.OutputMsgID(Name, n.subject, events.RecordingMsgID(b.RecordingID, b.Event, b.TS)); n.msgID != want {
+	if want := jetfntest.MsgID(Name, n.subject, events.RecordingMsgID(b.RecordingID, b.Event, b.TS)); n.msgID != want {
 		t.Errorf("notice Nats-Msg-Id %q, want %q", n.msgID, want)
 	}
 	if err := b.Validate(); err != nil {
@@ -114,7 +115,7 @@ func TestDuplicatedShuffledRunEndsTheSame(t *testing.T) {
 	var ids, wantIDs []string
 	for i, n := range shuffled.notices {
 		checkNotice(t, n, "conv-1")
-		ids, wantIDs = append(ids, n.msgID), append(wantIDs, runtime.OutputMsgID(Name, n.subject, evs[i].MsgID()))
+		ids, wantIDs = append(ids, n.msgID), append(wantIDs, jetfntest.MsgID(Name, n.subject, evs[i].MsgID()))
 	}
 	slices.Sort(ids)
 	slices.Sort(wantIDs)

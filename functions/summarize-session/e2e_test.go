@@ -12,7 +12,7 @@ import (
 	"github.com/jetfn/jetfn/devstack"
 	"github.com/jetfn/jetfn/events"
 	summarizesession "github.com/jetfn/jetfn/functions/summarize-session"
-	"github.com/jetfn/jetfn/runtime"
+	"github.com/jetfn/jetfn/jetfntest"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
 )
 
@@ -75,7 +75,7 @@ func checkProcessed(t *testing.T, msgs []*jetstream.RawStreamMsg, want events.Tr
 	if got != want {
 		t.Errorf("transcript.processed %+v, want %+v", got, want)
 	}
-	key := runtime.OutputMsgID(summarizesession.Name, events.TranscriptProcessedSubject, events.SummaryKey(want.ConversationID, want.SessionID))
+	key := jetfntest.MsgID(summarizesession.Name, events.TranscriptProcessedSubject, events.SummaryKey(want.ConversationID, want.SessionID))
 	if id := msgs[0].Header.Get(jetstream.MsgIDHeader); id != key {
 		t.Errorf("Nats-Msg-Id %q, want %q", id, key)
 	}
