@@ -1,0 +1,40 @@
+package jetfn_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestImportPicture keeps the three audiences apart: functions import the
+// contract, the manifest and runtime import it too, and nothing points back
+// up. A function's build then drags in no JetStream engine.
+func TestImportPicture(t *testing.T) {
+	const module = "github.com/jetfn/jetfn"
+	tests := []struct {
+		name      string
+		packages  string
+		forbidden []string
+	}{
+		{name: "the contract", packages: module, forbidden: []string{"github.com/nats-io/", module + "/manifest", module + "/runtime"}},
+		{name: "the test kit", packages: module + "/jetfntest", forbidden: []string{"github.com/nats-io/", module + "/runtime"}},
+		{name: "the manifest", packages: module + "/manifest", forbidden: []string{"github.com/nats-io/", module + "/runtime"}},
+		{name: "the wire contracts", packages: module + "/events", forbidden: []string{"github.com/nats-io/", module + "/runtime", module + "/functions"}},
+		{name: "every function", packages: module + "/functions/...", forbidden: []string{"github.com/nats-io/nats.go/jetstream", "github.com/nats-io/nats.go/micro", module + "/runtime"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := exec.Command("go", "list", "-deps", tt.packages).Output()
+			if err != nil {
+				t.Fatalf("go list -deps %s: %v", tt.packages, err)
+			}
+			for _, dep := range strings.Fields(string(out)) {
+				for _, f := range tt.forbidden {
+					if dep == f || strings.HasPrefix(dep, f+"/") || strings.HasSuffix(f, "/") && strings.HasPrefix(dep, f) {
+						t.Errorf("%s depends on %s", tt.packages, dep)
+					}
+				}
+			}
+		})
+	}
+}
