@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,14 +22,13 @@ import (
 	"github.com/jetfn/jetfn/runtime/runtimetest"
 )
 
-// The README's blocks say where they go on their first line.
+// Each README block says where it goes in the line before it: a file's
+// path alone ("`functions/greet/greet.go`:") is a new file; otherwise the
+// line names the file to add the block to.
 const (
-	newFileMark  = "// file: "                   // a whole new file
-	registryMark = "// in functions/registry.go" // lines added to All()'s list
-	streamsMark  = "# under streams:"            // YAML added to manifests/local.yaml
-	functionMark = "# under functions:"          // likewise
-	sendMark     = "# walkthrough: send"         // subject and payload the test publishes
-	expectMark   = "# walkthrough: expect"       // subject and payload of the output
+	registryLabel = "`functions/registry.go`"
+	streamsLabel  = "under `streams:`"
+	functionLabel = "under `functions:`"
 )
 
 func TestReadmeAddingAFunction(t *testing.T) {
@@ -47,7 +47,7 @@ func TestReadmeAddingAFunction(t *testing.T) {
 	manifestPath := filepath.Join(dir, "manifests", "local.yaml")
 	run(t, exec.Command(bin, "check", "--manifest", manifestPath))
 
-	send, expect := exchange(t, blocks, sendMark), exchange(t, blocks, expectMark)
+	send, expect := exchange(t, blocks)
 	ns := runtimetest.StartNATS(t)
 	mongo, _ := runtimetest.StartMongo(t)
 	child := exec.Command(bin, "run", "--manifest", manifestPath)
@@ -108,8 +108,11 @@ func waitForOutput(t *testing.T, ctx context.Context, js jetstream.JetStream, se
 	return got
 }
 
+// block is one fenced code block and the line that introduces it.
+type block struct{ label, text string }
+
 // readmeBlocks returns the fenced code blocks of one README section.
-func readmeBlocks(t *testing.T, path, heading string) []string {
+func readmeBlocks(t *testing.T, path, heading string) []block {
 	t.Helper()
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -122,9 +125,9 @@ func readmeBlocks(t *testing.T, path, heading string) []string {
 	if end := strings.Index(section, "\n## "); end >= 0 {
 		section = section[:end]
 	}
-	var blocks []string
+	var blocks []block
 	var cur []string
-	inBlock := false
+	label, inBlock := "", false
 	sc := bufio.NewScanner(strings.NewReader(section))
 	for sc.Scan() {
 		line := sc.Text()
@@ -133,9 +136,11 @@ func readmeBlocks(t *testing.T, path, heading string) []string {
 			inBlock, cur = true, nil
 		case strings.HasPrefix(line, "```"):
 			inBlock = false
-			blocks = append(blocks, strings.Join(cur, "\n")+"\n")
+			blocks = append(blocks, block{label: label, text: strings.Join(cur, "\n") + "\n"})
 		case inBlock:
 			cur = append(cur, line)
+		case strings.TrimSpace(line) != "":
+			label = strings.TrimSpace(line)
 		}
 	}
 	if len(blocks) == 0 {
@@ -144,41 +149,52 @@ func readmeBlocks(t *testing.T, path, heading string) []string {
 	return blocks
 }
 
-// apply writes every block where its first line says.
-func apply(t *testing.T, dir string, blocks []string) {
+// apply writes every block where its label says.
+func apply(t *testing.T, dir string, blocks []block) {
 	t.Helper()
+	manifestPath := filepath.Join(dir, "manifests", "local.yaml")
 	for _, b := range blocks {
-		first, rest, _ := strings.Cut(b, "\n")
 		switch {
-		case strings.HasPrefix(first, newFileMark):
-			path := filepath.Join(dir, strings.TrimSpace(strings.TrimPrefix(first, newFileMark)))
+		case strings.HasPrefix(b.label, "`") && strings.HasSuffix(b.label, "`:"):
+			path := filepath.Join(dir, strings.Trim(b.label, "`:"))
 			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 				t.Fatal(err)
 			}
-			writeFile(t, path, b)
-		case strings.HasPrefix(first, registryMark):
-			insertAfter(t, filepath.Join(dir, "functions", "registry.go"), "return []jetfn.Function{\n", rest)
-		case strings.HasPrefix(first, streamsMark):
-			insertAfter(t, filepath.Join(dir, "manifests", "local.yaml"), "\nstreams:\n", rest)
-		case strings.HasPrefix(first, functionMark):
-			insertAfter(t, filepath.Join(dir, "manifests", "local.yaml"), "\nfunctions:\n", rest)
+			writeFile(t, path, b.text)
+		case strings.Contains(b.label, registryLabel):
+			insertAfter(t, filepath.Join(dir, "functions", "registry.go"), "return []jetfn.Function{\n", b.text)
+		case strings.Contains(b.label, streamsLabel):
+			insertAfter(t, manifestPath, "\nstreams:\n", b.text)
+		case strings.Contains(b.label, functionLabel):
+			insertAfter(t, manifestPath, "\nfunctions:\n", b.text)
 		}
 	}
 }
 
-// exchange reads a send or expect block: its second line is the subject,
-// the rest the payload.
-func exchange(t *testing.T, blocks []string, mark string) message {
+// exchange finds, in the README's shell lines, the message it publishes
+// (`nats pub SUBJECT 'DATA'`) and the output it shows
+// (`nats stream get … --last-for SUBJECT   # DATA`).
+func exchange(t *testing.T, blocks []block) (send, expect message) {
 	t.Helper()
 	for _, b := range blocks {
-		first, rest, _ := strings.Cut(b, "\n")
-		if strings.HasPrefix(first, mark) {
-			subject, data, _ := strings.Cut(rest, "\n")
-			return message{subject: strings.TrimSpace(subject), data: strings.TrimSpace(data)}
+		for _, line := range strings.Split(b.text, "\n") {
+			fields := strings.Fields(line)
+			switch {
+			case slices.Contains(fields, "pub") && len(fields) >= 2:
+				i := slices.Index(fields, "pub")
+				_, data, _ := strings.Cut(line, "'")
+				send = message{subject: fields[i+1], data: strings.TrimSuffix(strings.TrimSpace(data), "'")}
+			case slices.Contains(fields, "--last-for"):
+				i := slices.Index(fields, "--last-for")
+				_, data, _ := strings.Cut(line, "# ")
+				expect = message{subject: fields[i+1], data: strings.TrimSpace(data)}
+			}
 		}
 	}
-	t.Fatalf("README's walkthrough has no %q block", mark)
-	return message{}
+	if send.subject == "" || expect.subject == "" {
+		t.Fatalf("README's walkthrough shows no `nats pub` (%+v) or no `--last-for` output (%+v)", send, expect)
+	}
+	return send, expect
 }
 
 // insertAfter inserts text after the first occurrence of anchor in path.
