@@ -63,16 +63,13 @@ func (b *binding) run(ctx context.Context, drainTimeout time.Duration) {
 		stopKeeping()
 		keepers.Wait()
 	}()
-	// Refill when half the allowance is free, or at once when no message
-	// waits for a worker: each pull is a request and a subscription, so
-	// pulling for every freed credit would cost more than the messages.
-	enough := func(free, limit int) bool { return 2*free >= limit || len(w.buffer) == 0 }
-	for {
-		free := w.credits.take(ctx, b.pullLimit, enough)
-		if free == 0 {
-			break
-		}
-		b.fetch(ctx, free, w.buffer, w.credits)
+	p, err := newPuller(ctx, b, w)
+	if err != nil {
+		b.log.Error("subscribing for pulls; nothing is handled", "err", err)
+	} else {
+		keepers.Go(func() { p.watch(keepCtx) })
+		b.pull(ctx, p, w)
+		p.stop()
 	}
 	if n := b.unsettled.returnAll(stateBuffered, b.log); n > 0 {
 		b.stats.retried.Add(uint64(n))
@@ -80,6 +77,24 @@ func (b *binding) run(ctx context.Context, drainTimeout time.Duration) {
 	}
 	close(w.buffer)
 	b.drain(w, drainTimeout, cancelHandlers)
+}
+
+// pull asks for messages whenever enough credits are free, until ctx is
+// done. Refill when half the allowance is free, or at once when no message
+// waits for a worker: pulling for every freed credit would cost a request
+// per message.
+func (b *binding) pull(ctx context.Context, p *puller, w *workers) {
+	stop := context.AfterFunc(ctx, w.credits.close)
+	defer stop()
+	limit := b.pullLimit
+	enough := func(free, limit int) bool { return 2*free >= limit || len(w.buffer) == 0 }
+	for {
+		free := w.credits.take(limit, enough)
+		if free == 0 {
+			return
+		}
+		p.ask(ctx, free)
+	}
 }
 
 func (b *binding) currentHeartbeat() time.Duration { return time.Duration(b.heartbeat.Load()) }

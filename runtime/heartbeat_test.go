@@ -5,10 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/jetfn/jetfn"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
+	"github.com/nats-io/nats.go"
 )
 
 // slowHandler runs for d, then succeeds.
@@ -64,24 +63,22 @@ func TestHeartbeatKeepsLongHandlerAlive(t *testing.T) {
 	}
 }
 
-// beatCounter is a jetstream.Msg that only counts InProgress calls: the
+// beats counts the InProgress the keeper sends per message: the
 // unsettledSet's scheduling is pure logic, tested without a server.
-type beatCounter struct {
-	jetstream.Msg
-	beats int
-}
+type beats map[*nats.Msg]int
 
-func (m *beatCounter) InProgress() error {
-	m.beats++
+func (b beats) beat(m *nats.Msg) error {
+	b[m]++
 	return nil
 }
 
 func TestUnsettledKeep(t *testing.T) {
 	var tr unsettledSet
-	running, buffered, settled, fresh, overdue := &beatCounter{}, &beatCounter{}, &beatCounter{}, &beatCounter{}, &beatCounter{}
+	running, buffered, settled, fresh, overdue := &nats.Msg{}, &nats.Msg{}, &nats.Msg{}, &nats.Msg{}, &nats.Msg{}
+	count := beats{}
 	old := time.Now().Add(-time.Hour)
 	for _, c := range []struct {
-		msg      *beatCounter
+		msg      *nats.Msg
 		state    deliveryState
 		last     time.Time
 		deadline time.Time
@@ -97,16 +94,16 @@ func TestUnsettledKeep(t *testing.T) {
 		d.lastBeat, d.deadline = c.last, c.deadline
 	}
 	reserved := 0
-	got := tr.keep(time.Minute, true, func() { reserved++ })
-	if got.running != 1 || got.buffered != 1 || running.beats != 1 || buffered.beats != 1 ||
-		settled.beats != 0 || fresh.beats != 0 || overdue.beats != 0 || len(got.overdue) != 1 || reserved != 1 {
+	got := tr.keep(time.Minute, true, func() { reserved++ }, count.beat)
+	if got.running != 1 || got.buffered != 1 || count[running] != 1 || count[buffered] != 1 ||
+		count[settled] != 0 || count[fresh] != 0 || count[overdue] != 0 || len(got.overdue) != 1 || reserved != 1 {
 		t.Fatalf("keep = %+v; beats %d %d %d %d %d; want the due running and buffered ones beaten and the overdue one abandoned",
-			got, running.beats, buffered.beats, settled.beats, fresh.beats, overdue.beats)
+			got, count[running], count[buffered], count[settled], count[fresh], count[overdue])
 	}
 	if s := deliveryState(got.overdue[0].state.Load()); s != stateAbandoned {
 		t.Errorf("overdue delivery state %d, want abandoned", s)
 	}
-	if again := tr.keep(time.Minute, false, nil); again.running != 0 || again.buffered != 0 || len(again.overdue) != 0 {
+	if again := tr.keep(time.Minute, false, nil, count.beat); again.running != 0 || again.buffered != 0 || len(again.overdue) != 0 {
 		t.Fatalf("second keep right away = %+v; want nothing due (and buffered beats off)", again)
 	}
 }
@@ -117,13 +114,13 @@ func TestUnsettledKeep(t *testing.T) {
 // so the first running beat came a whole heartbeat after the start.
 func TestUnsettledStartKeepsBeatClock(t *testing.T) {
 	var tr unsettledSet
-	m := &beatCounter{}
+	m, count := &nats.Msg{}, beats{}
 	d := tr.add(m)
 	d.lastBeat = time.Now().Add(-time.Minute)
 	if !tr.start(d, jetfn.Msg{}, time.Time{}, nil) {
 		t.Fatal("start refused a buffered delivery")
 	}
-	if got := tr.keep(time.Minute, false, nil); got.running != 1 || m.beats != 1 {
-		t.Fatalf("keep right after start = %+v, beats %d; want the message beaten now", got, m.beats)
+	if got := tr.keep(time.Minute, false, nil, count.beat); got.running != 1 || count[m] != 1 {
+		t.Fatalf("keep right after start = %+v, beats %d; want the message beaten now", got, count[m])
 	}
 }

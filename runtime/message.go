@@ -26,7 +26,6 @@ import (
 	"github.com/jetfn/jetfn"
 	"github.com/jetfn/jetfn/manifest"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // deliveryState is where one delivered message is in its life.
@@ -50,7 +49,7 @@ const (
 // moves by compare-and-swap only, so a message is settled once: by its
 // handler, by the keeper that abandons it, or by the drain, never twice.
 type delivery struct {
-	msg   jetstream.Msg
+	msg   *nats.Msg
 	state atomic.Int32
 	// Guarded by unsettledSet.mu. lastBeat is when the server's ack-wait timer
 	// was last reset: the pull, then every InProgress. The rest is set
@@ -59,6 +58,10 @@ type delivery struct {
 	deadline time.Time
 	meta     jetfn.Msg
 	worker   *workerShare
+	// run is the handler's context while it runs.
+	run runContext
+	// prev and next link the unsettledSet.
+	prev, next *delivery
 }
 
 func (d *delivery) move(from, to deliveryState) bool {
@@ -67,14 +70,20 @@ func (d *delivery) move(from, to deliveryState) bool {
 
 // ---- Credits: how many messages may be pulled and unsettled at once.
 
-// credits count delivered-but-unsettled messages. The puller takes credits
-// before it pulls and asks for exactly as many messages as it took, so the
-// client never holds more messages than concurrency plus the prefetch
-// allowance.
+// credits count the messages this binding may hold: asked for and not yet
+// arrived (outstanding), or delivered and not yet settled. The puller takes
+// credits before it pulls and asks for exactly as many messages as it took,
+// so the client never holds more messages than concurrency plus the
+// prefetch allowance. A message of a request given up on (a leadership
+// change, a pull that went quiet) can still arrive; it is taken all the
+// same and its credit counted, so the hold goes over the limit only for
+// such a straggler.
 type credits struct {
-	mu    sync.Mutex
-	cond  *sync.Cond
-	inUse int
+	mu          sync.Mutex
+	cond        *sync.Cond
+	inUse       int
+	outstanding int
+	closed      bool
 }
 
 func newCredits() *credits {
@@ -84,23 +93,19 @@ func newCredits() *credits {
 }
 
 // take waits until enough credits are free, then takes every free one up
-// to limit(). It returns 0 once ctx is done. limit is read again after
-// every release, so a prefetch allowance that changes with the measured
-// handling rate takes effect at once; enough lets the caller batch refills
-// instead of pulling for every single freed credit.
-func (c *credits) take(ctx context.Context, limit func() int, enough func(free, limit int) bool) int {
-	stop := context.AfterFunc(ctx, func() {
-		c.mu.Lock()
-		c.cond.Broadcast()
-		c.mu.Unlock()
-	})
-	defer stop()
+// to limit() for a pull request. It returns 0 once the credits are closed.
+// limit is read again after every release, so a prefetch allowance that
+// changes with the measured handling rate takes effect at once; enough lets
+// the caller batch refills instead of pulling for every single freed
+// credit.
+func (c *credits) take(limit func() int, enough func(free, limit int) bool) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for ctx.Err() == nil {
+	for !c.closed {
 		l := limit()
 		if n := l - c.inUse; n > 0 && enough(n, l) {
 			c.inUse += n
+			c.outstanding += n
 			return n
 		}
 		c.cond.Wait()
@@ -108,6 +113,37 @@ func (c *credits) take(ctx context.Context, limit func() int, enough func(free, 
 	return 0
 }
 
+// close ends the pulling: take returns 0 from now on.
+func (c *credits) close() {
+	c.mu.Lock()
+	c.closed = true
+	c.cond.Broadcast()
+	c.mu.Unlock()
+}
+
+// arrived moves one credit from outstanding to delivered.
+func (c *credits) arrived() {
+	c.mu.Lock()
+	if c.outstanding > 0 {
+		c.outstanding--
+	} else {
+		c.inUse++ // a straggler of a request given up on
+	}
+	c.mu.Unlock()
+}
+
+// giveBack returns up to n outstanding credits: messages a request will
+// not deliver.
+func (c *credits) giveBack(n int) {
+	c.mu.Lock()
+	n = min(n, c.outstanding)
+	c.outstanding -= n
+	c.inUse -= n
+	c.cond.Broadcast()
+	c.mu.Unlock()
+}
+
+// release frees the credits of n settled or returned messages.
 func (c *credits) release(n int) {
 	if n <= 0 {
 		return
@@ -116,6 +152,28 @@ func (c *credits) release(n int) {
 	c.inUse -= n
 	c.cond.Broadcast()
 	c.mu.Unlock()
+}
+
+func (c *credits) outstandingCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.outstanding
+}
+
+// awaitNoOutstanding waits until no request is outstanding, or timeout.
+func (c *credits) awaitNoOutstanding(timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	t := time.AfterFunc(timeout, func() {
+		c.mu.Lock()
+		c.cond.Broadcast()
+		c.mu.Unlock()
+	})
+	defer t.Stop()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.outstanding > 0 && time.Now().Before(deadline) {
+		c.cond.Wait()
+	}
 }
 
 // pullLimit is how many messages may be delivered and unsettled at once.
@@ -158,68 +216,42 @@ func (c *counters) recentAverage() time.Duration {
 	return time.Duration(c.ewma.Load())
 }
 
-// ---- Pulled: a credit becomes a buffered delivery.
+// ---- Pulled: a credit becomes a buffered delivery (pull.go asks).
 
-// fetchWait is how long one pull request stays open on the server. It bounds
-// how long a drain waits for the last pull to end, and it is short enough
-// that a refill never waits on a stalled request.
-const fetchWait = time.Second
+// Pull requests and their replies are in pull.go: each arriving message
+// becomes a buffered delivery.
 
-// fetch asks for up to free messages and buffers each one as it arrives.
-// Messages that arrive after the drain began are returned at once. A pull
-// that fails asks the consumer watch to look: the consumer may be gone.
-func (b *binding) fetch(ctx context.Context, free int, buffer chan<- *delivery, held *credits) {
-	batch, err := b.consumer.get().Fetch(free, jetstream.FetchMaxWait(fetchWait))
-	if err != nil {
-		held.release(free)
-		b.log.Warn("fetching messages", "err", err)
-		b.consumer.check()
-		pause(ctx, fetchWait)
-		return
-	}
-	got := 0
-	for m := range batch.Messages() {
-		got++
-		if ctx.Err() != nil {
-			b.returnUnstarted(m)
-			held.release(1)
-			continue
-		}
-		buffer <- b.unsettled.add(m)
-	}
-	held.release(free - got)
-	if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-		b.log.Warn("pulling messages", "err", err)
-		b.consumer.check()
-		// The consumer leader moved (a cluster node stopped): the next pull
-		// reaches the new leader, so waiting would only stall the function.
-		if !errors.Is(err, jetstream.ErrServerShutdown) && !errors.Is(err, jetstream.ErrConsumerLeadershipChanged) {
-			pause(ctx, fetchWait)
-		}
-	}
-}
-
-// unsettledSet holds every delivery not yet settled, for the keeper and for the
-// drain.
+// unsettledSet holds every delivery not yet settled, for the keeper and for
+// the drain: a list threaded through the deliveries themselves, so holding
+// a message costs no allocation beyond its delivery.
 type unsettledSet struct {
-	mu sync.Mutex
-	m  map[*delivery]struct{}
+	mu   sync.Mutex
+	head *delivery
 }
 
-func (t *unsettledSet) add(m jetstream.Msg) *delivery {
+func (t *unsettledSet) add(m *nats.Msg) *delivery {
 	d := &delivery{msg: m, lastBeat: time.Now()}
 	t.mu.Lock()
-	if t.m == nil {
-		t.m = map[*delivery]struct{}{}
+	d.next = t.head
+	if t.head != nil {
+		t.head.prev = d
 	}
-	t.m[d] = struct{}{}
+	t.head = d
 	t.mu.Unlock()
 	return d
 }
 
 func (t *unsettledSet) remove(d *delivery) {
 	t.mu.Lock()
-	delete(t.m, d)
+	if d.prev != nil {
+		d.prev.next = d.next
+	} else if t.head == d {
+		t.head = d.next
+	}
+	if d.next != nil {
+		d.next.prev = d.prev
+	}
+	d.prev, d.next = nil, nil
 	t.mu.Unlock()
 }
 
@@ -227,7 +259,7 @@ func (t *unsettledSet) count(state deliveryState) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := 0
-	for d := range t.m {
+	for d := t.head; d != nil; d = d.next {
 		if deliveryState(d.state.Load()) == state {
 			n++
 		}
@@ -264,6 +296,11 @@ func (b *binding) process(ctx context.Context, d *delivery, s *workerShare) deli
 	if b.spec.Timeout > 0 {
 		deadline = time.Now().Add(b.spec.Timeout + b.keepTick())
 	}
+	var timeout time.Time
+	if b.spec.Timeout > 0 {
+		timeout = time.Now().Add(b.spec.Timeout)
+	}
+	d.run.reset(ctx, timeout, msg.NumDelivered)
 	if !b.unsettled.start(d, msg, deadline, s) {
 		return stateReturned // the drain took it
 	}
@@ -283,7 +320,7 @@ func (b *binding) process(ctx context.Context, d *delivery, s *workerShare) deli
 	start := time.Now()
 	herr := refuseUnsafe(msg, b.spec.MaxPayload)
 	if herr == nil {
-		herr = b.call(ctx, msg)
+		herr = b.call(d, msg)
 	}
 	took := time.Since(start)
 	b.stats.observe(took)
@@ -329,39 +366,35 @@ func hasControl(s string) bool {
 	return strings.IndexFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0
 }
 
-// call runs the handler with the manifest's timeout (its context is
-// cancelled then; the keeper abandons a handler that ignores that) and
-// turns a panic into an error, so one bad message cannot take the process
-// down.
-func (b *binding) call(ctx context.Context, msg jetfn.Msg) (err error) {
-	ctx = withNumDelivered(ctx, msg.NumDelivered)
-	if b.spec.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, b.spec.Timeout)
-		defer cancel()
-	}
+// call runs the handler in the delivery's runContext, which the keeper
+// cancels at the manifest's timeout (and abandons a handler that ignores
+// that), and turns a panic into an error, so one bad message cannot take
+// the process down.
+func (b *binding) call(d *delivery, msg jetfn.Msg) (err error) {
+	defer d.run.release()
 	defer func() {
 		if r := recover(); r != nil {
 			b.msgLog(msg).Error("handler panicked", "panic", r, "stack", string(debug.Stack()))
 			err = fmt.Errorf("handler panicked: %v", r)
 		}
 	}()
-	return b.handler.Handle(ctx, msg)
+	return b.handler.Handle(&d.run, msg)
 }
 
-func toMsg(m jetstream.Msg) (jetfn.Msg, error) {
-	meta, err := m.Metadata()
-	if err != nil {
-		return jetfn.Msg{}, err
+// toMsg is the handler's view of a delivery, read from its reply subject.
+func toMsg(m *nats.Msg) (jetfn.Msg, error) {
+	meta, ok := parseAckReply(m.Reply)
+	if !ok {
+		return jetfn.Msg{}, fmt.Errorf("reply subject %q is not a JetStream ack subject", m.Reply)
 	}
 	return jetfn.Msg{
-		Subject:        m.Subject(),
-		Data:           m.Data(),
-		Header:         jetfn.Header(m.Headers()),
-		Stream:         meta.Stream,
-		StreamSequence: meta.Sequence.Stream,
-		NumDelivered:   meta.NumDelivered,
-		Published:      meta.Timestamp,
+		Subject:        m.Subject,
+		Data:           m.Data,
+		Header:         jetfn.Header(m.Header),
+		Stream:         meta.stream,
+		StreamSequence: meta.streamSeq,
+		NumDelivered:   meta.numDelivered,
+		Published:      time.Unix(0, meta.timestamp),
 	}, nil
 }
 
@@ -423,7 +456,7 @@ func decide(err error, numDelivered uint64, p *manifest.FunctionSpec) outcome {
 }
 
 // settle tells JetStream the outcome that decide picked.
-func (b *binding) settle(m jetstream.Msg, msg jetfn.Msg, herr error) {
+func (b *binding) settle(m *nats.Msg, msg jetfn.Msg, herr error) {
 	out := decide(herr, msg.NumDelivered, &b.spec)
 	switch out.kind {
 	case outcomeAck:
@@ -443,7 +476,7 @@ func (b *binding) settle(m jetstream.Msg, msg jetfn.Msg, herr error) {
 	}
 }
 
-func (b *binding) nak(m jetstream.Msg, delay time.Duration, log *slog.Logger) {
+func (b *binding) nak(m *nats.Msg, delay time.Duration, log *slog.Logger) {
 	if err := m.NakWithDelay(delay); err != nil {
 		log.Warn("naking", "err", err)
 		return
@@ -459,7 +492,7 @@ const settleTimeout = 10 * time.Second
 // If the store fails the message is kept: it is Nak'd with the backoff, and
 // a later delivery tries again (past maxDeliver, without the handler), so a
 // dead-letter outage delays the record but never loses the message.
-func (b *binding) deadLetter(m jetstream.Msg, msg jetfn.Msg, cause error) {
+func (b *binding) deadLetter(m *nats.Msg, msg jetfn.Msg, cause error) {
 	log := b.msgLog(msg)
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
@@ -475,11 +508,20 @@ func (b *binding) deadLetter(m jetstream.Msg, msg jetfn.Msg, cause error) {
 	}
 	b.stats.deadLettered.Add(1)
 	log.Error("dead-lettered", "err", cause, "dead_letter_subject", b.dlSubject)
-	if err := m.TermWithReason(headerValue(cause.Error())); err != nil {
+	if err := termWithReason(b.js.Conn(), m, headerValue(cause.Error())); err != nil {
 		log.Warn("terminating a dead-lettered message", "err", err)
 		return
 	}
 	b.stats.termed.Add(1)
+}
+
+// termWithReason is TermWithReason, which nats.Msg lacks: the server
+// puts the reason in its TERMINATED advisory.
+func termWithReason(nc *nats.Conn, m *nats.Msg, reason string) error {
+	if m.Reply == "" {
+		return nats.ErrMsgNoReply
+	}
+	return nc.Publish(m.Reply, []byte("+TERM "+reason))
 }
 
 // ---- Kept alive: InProgress for every held message, buffered or running.
@@ -500,7 +542,7 @@ func (b *binding) keepAlive(ctx context.Context, w *workers) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			res := b.unsettled.keep(b.currentHeartbeat()-tick, b.bufferBeats, w.reserve)
+			res := b.unsettled.keep(b.currentHeartbeat()-tick, b.bufferBeats, w.reserve, inProgress)
 			b.stats.heartbeats.Add(uint64(res.running))
 			b.stats.bufferBeats.Add(uint64(res.buffered))
 			for _, d := range res.overdue {
@@ -522,6 +564,9 @@ func (b *binding) keepTick() time.Duration {
 	return max(every/4, time.Millisecond)
 }
 
+// inProgress sends InProgress, which resets the server's ack-wait timer.
+func inProgress(m *nats.Msg) error { return m.InProgress() }
+
 // keepResult is what one pass of keep did.
 type keepResult struct {
 	running, buffered int
@@ -530,18 +575,21 @@ type keepResult struct {
 	overdue []*delivery
 }
 
-// keep sends InProgress for every held delivery whose server timer was
+// keep sends InProgress (beat) for every held delivery whose server timer was
 // last reset at least `every` ago (buffered ones only if beatBuffered), and
 // abandons every running one past its deadline instead of beating it,
 // calling reserve for each while the lock still keeps its worker from
 // seeing that it was abandoned.
-func (t *unsettledSet) keep(every time.Duration, beatBuffered bool, reserve func()) keepResult {
+func (t *unsettledSet) keep(every time.Duration, beatBuffered bool, reserve func(), beat func(*nats.Msg) error) keepResult {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var res keepResult
 	now := time.Now()
-	for d := range t.m {
+	for d := t.head; d != nil; d = d.next {
 		state := deliveryState(d.state.Load())
+		if state == stateRunning {
+			d.run.cancelIfLate(now)
+		}
 		if state == stateRunning && !d.deadline.IsZero() && now.After(d.deadline) && d.move(stateRunning, stateAbandoned) {
 			reserve()
 			res.overdue = append(res.overdue, d)
@@ -549,7 +597,7 @@ func (t *unsettledSet) keep(every time.Duration, beatBuffered bool, reserve func
 		}
 		due := now.Sub(d.lastBeat) >= every &&
 			(state == stateRunning || state == stateBuffered && beatBuffered)
-		if !due || d.msg.InProgress() != nil {
+		if !due || beat(d.msg) != nil {
 			continue
 		}
 		if state == stateRunning {
@@ -564,7 +612,7 @@ func (t *unsettledSet) keep(every time.Duration, beatBuffered bool, reserve func
 
 // ---- Returned: a drain gives back what it will not finish.
 
-func (b *binding) returnUnstarted(m jetstream.Msg) {
+func (b *binding) returnUnstarted(m *nats.Msg) {
 	if err := m.Nak(); err != nil {
 		b.log.Warn("returning a message during drain", "err", err)
 		return
@@ -578,7 +626,7 @@ func (t *unsettledSet) returnAll(from deliveryState, log *slog.Logger) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := 0
-	for d := range t.m {
+	for d := t.head; d != nil; d = d.next {
 		if !d.move(from, stateReturned) {
 			continue
 		}
@@ -601,7 +649,7 @@ func (b *binding) drain(w *workers, timeout time.Duration, cancelHandlers contex
 	b.stats.retried.Add(uint64(n))
 	b.log.Warn("drain timed out; returned in-flight messages for redelivery", "count", n)
 	cancelHandlers()
-	if !w.wait(fetchWait) {
+	if !w.wait(pullWait) {
 		b.log.Warn("handlers ignored cancellation; leaving them behind")
 	}
 }

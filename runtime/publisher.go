@@ -77,10 +77,6 @@ func (p outputPublisher) Publish(ctx context.Context, subject string, data []byt
 // so the Publisher can tell a first delivery's output from a retry's.
 type deliveryKey struct{}
 
-func withNumDelivered(ctx context.Context, n uint64) context.Context {
-	return context.WithValue(ctx, deliveryKey{}, n)
-}
-
 // numDelivered is 0 outside a handler run.
 func numDelivered(ctx context.Context) uint64 {
 	n, _ := ctx.Value(deliveryKey{}).(uint64)

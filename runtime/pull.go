@@ -1,0 +1,228 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// pullWait is how long one pull request stays open on the server. It bounds
+// how long a drain waits for the last pull to end, and, since an expired
+// request reports how many messages it did not deliver, how long credits of
+// a request that found nothing stay out.
+const pullWait = time.Second
+
+// pullHeartbeat is the idle heartbeat a pull request asks for: while it
+// waits for messages the server says so this often, so a pull that went
+// quiet (its request or its replies lost) is noticed and its credits
+// reclaimed.
+const pullHeartbeat = pullWait / 2
+
+// pullQuiet is how long outstanding requests may go without any message,
+// heartbeat or status before the puller gives them up.
+const pullQuiet = 2*pullWait + pullHeartbeat
+
+// puller pulls a binding's messages on one long-lived subscription, as
+// nats.go's Consume does inside, but every request asks for exactly the
+// credits it took (credits.take), so the process never holds more than the
+// binding's limit. Requests go to $JS.API.CONSUMER.MSG.NEXT.<stream>.<durable>
+// with the subscription's inbox as reply subject; the server answers with
+// the messages, then, for a request it did not fill, a 408 (expired) or 409
+// status whose Nats-Pending-Messages says how many credits to return.
+type puller struct {
+	b        *binding
+	nc       *nats.Conn
+	subject  string
+	inbox    string
+	sub      *nats.Subscription
+	closed   chan struct{}
+	credits  *credits
+	buffer   chan<- *delivery
+	stopping context.Context
+	// lastHeard is when the subscription last received anything (unix
+	// nanoseconds); the watch gives up requests that went quiet.
+	lastHeard atomic.Int64
+	// pauseUntil delays the next request after a refusal (unix
+	// nanoseconds), so a missing consumer is not asked in a hot loop.
+	pauseUntil atomic.Int64
+	request    []byte
+}
+
+// newPuller subscribes the binding's inbox. stopping is the binding's run
+// context: messages that arrive after it ended are returned at once.
+func newPuller(stopping context.Context, b *binding, w *workers) (*puller, error) {
+	nc := b.js.Conn()
+	p := &puller{b: b, nc: nc, inbox: nc.NewInbox(), closed: make(chan struct{}),
+		subject: jetstream.DefaultAPIPrefix + "CONSUMER.MSG.NEXT." + b.spec.Stream + "." + b.spec.Durable,
+		credits: w.credits, buffer: w.buffer, stopping: stopping}
+	p.lastHeard.Store(time.Now().UnixNano())
+	sub, err := nc.Subscribe(p.inbox, p.receive)
+	if err != nil {
+		return nil, err
+	}
+	sub.SetClosedHandler(func(string) { close(p.closed) })
+	p.sub = sub
+	return p, nil
+}
+
+// ask sends one pull request for n messages, whose credits the caller took.
+// A request that cannot be sent returns them.
+func (p *puller) ask(ctx context.Context, n int) {
+	if until := p.pauseUntil.Load(); until > 0 {
+		pause(ctx, time.Until(time.Unix(0, until)))
+		p.pauseUntil.Store(0)
+	}
+	p.request = append(p.request[:0], `{"batch":`...)
+	p.request = strconv.AppendInt(p.request, int64(n), 10)
+	p.request = append(p.request, `,"expires":`...)
+	p.request = strconv.AppendInt(p.request, int64(pullWait), 10)
+	p.request = append(p.request, `,"idle_heartbeat":`...)
+	p.request = strconv.AppendInt(p.request, int64(pullHeartbeat), 10)
+	p.request = append(p.request, '}')
+	if p.credits.outstandingCount() == n {
+		// Nothing was outstanding: the quiet clock starts now, not at the
+		// last reply of a pull that ended normally.
+		p.lastHeard.Store(time.Now().UnixNano())
+	}
+	if err := p.nc.PublishRequest(p.subject, p.inbox, p.request); err != nil {
+		p.credits.giveBack(n)
+		p.b.log.Warn("pulling messages", "err", err)
+		p.b.consumer.check()
+		pause(ctx, pullWait)
+	}
+}
+
+// receive handles everything the server sends to the inbox: a message goes
+// to the buffer (or straight back, once the run is stopping), a status
+// returns credits.
+func (p *puller) receive(m *nats.Msg) {
+	p.lastHeard.Store(time.Now().UnixNano())
+	if len(m.Data) == 0 && m.Header.Get("Status") != "" {
+		p.status(m)
+		return
+	}
+	p.credits.arrived()
+	if p.stopping.Err() != nil {
+		p.b.returnUnstarted(m)
+		p.credits.release(1)
+		return
+	}
+	p.buffer <- p.b.unsettled.add(m)
+}
+
+// status reads one status reply. 100 is an idle heartbeat; 408 (the request
+// expired) and most 409s say how many of its messages the request did not
+// deliver. A leadership change, a deleted consumer or a server shutdown
+// ends every waiting request; no responders means the consumer is gone.
+func (p *puller) status(m *nats.Msg) {
+	code, descr := m.Header.Get("Status"), strings.ToLower(m.Header.Get("Description"))
+	switch {
+	case code == "100":
+	case code == "408" || code == "409" && m.Header.Get("Nats-Pending-Messages") != "":
+		n, err := strconv.Atoi(m.Header.Get("Nats-Pending-Messages"))
+		if err != nil {
+			p.giveUp("unreadable Nats-Pending-Messages "+m.Header.Get("Nats-Pending-Messages"), false)
+			return
+		}
+		p.credits.giveBack(n)
+	case code == "409" && (strings.Contains(descr, "leadership change") || strings.Contains(descr, "server shutdown")):
+		// The next request reaches the new leader: no pause.
+		p.credits.giveBack(p.credits.outstandingCount())
+	default:
+		p.giveUp(code+" "+m.Header.Get("Description"), true)
+	}
+}
+
+// giveUp returns the credits of every outstanding request, asks the
+// consumer watch to look (the consumer may be gone) and, when slow is set,
+// delays the next request by a pull's wait.
+func (p *puller) giveUp(why string, slow bool) {
+	p.b.log.Warn("pulling messages", "err", errors.New(why))
+	p.b.consumer.check()
+	if slow {
+		p.pauseUntil.Store(time.Now().Add(pullWait).UnixNano())
+	}
+	p.credits.giveBack(p.credits.outstandingCount())
+}
+
+// watch gives up requests that went quiet (a request or its replies lost
+// in a reconnect), until ctx is done. Expired requests report themselves
+// every pullWait and waiting ones heartbeat, so silence means loss.
+func (p *puller) watch(ctx context.Context) {
+	t := time.NewTicker(pullWait)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		quiet := time.Since(time.Unix(0, p.lastHeard.Load()))
+		if p.credits.outstandingCount() > 0 && quiet > pullQuiet {
+			p.giveUp("no reply to pull requests for "+quiet.Round(time.Millisecond).String(), false)
+		}
+	}
+}
+
+// stop waits until no request is outstanding (at most a pull's wait and its
+// quiet margin: the server ends every request by then), then unsubscribes
+// and waits for the subscription's last callback, so nothing reaches the
+// buffer after it. What arrives meanwhile goes straight back.
+func (p *puller) stop() {
+	p.credits.awaitNoOutstanding(pullQuiet)
+	if err := p.sub.Unsubscribe(); err != nil {
+		p.b.log.Warn("ending the pull subscription", "err", err)
+		return
+	}
+	select {
+	case <-p.closed:
+	case <-time.After(pullWait):
+		p.b.log.Warn("pull subscription did not close")
+	}
+}
+
+// ackMeta is what the runtime needs from a delivery's reply subject,
+// parsed without allocating (nats.Msg.Metadata allocates on every message).
+type ackMeta struct {
+	stream       string
+	numDelivered uint64
+	streamSeq    uint64
+	timestamp    int64
+}
+
+// parseAckReply reads a JetStream ack subject:
+// $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<tm>.<pending>, or
+// the newer form with <domain>.<account hash> after $JS.ACK and a random
+// token at the end.
+func parseAckReply(reply string) (ackMeta, bool) {
+	var tok [12]string
+	n := 0
+	for rest := reply; n < len(tok); n++ {
+		var found bool
+		tok[n], rest, found = strings.Cut(rest, ".")
+		if !found {
+			n++
+			break
+		}
+	}
+	if n < 9 || tok[0] != "$JS" || tok[1] != "ACK" {
+		return ackMeta{}, false
+	}
+	i := 2 // v1: stream at 2
+	if n >= 11 {
+		i = 4 // v2: domain and account hash first
+	}
+	delivered, err1 := strconv.ParseUint(tok[i+2], 10, 64)
+	sseq, err2 := strconv.ParseUint(tok[i+3], 10, 64)
+	ts, err3 := strconv.ParseInt(tok[i+5], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return ackMeta{}, false
+	}
+	return ackMeta{stream: tok[i], numDelivered: delivered, streamSeq: sseq, timestamp: ts}, true
+}

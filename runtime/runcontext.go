@@ -1,0 +1,155 @@
+package runtime
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+)
+
+// runContext is the context a handler runs with. It lives inside the
+// message's delivery, so a handler run allocates no context, timer or
+// parent registration (context.WithTimeout costs about five allocations
+// per message): its Done channel is made, and the parent watched, only
+// when the handler asks for them.
+//
+// It is done when the function's timeout has passed (the keeper cancels it
+// on its tick, a quarter of the heartbeat or timeout at most; Err reports
+// the deadline at once), when its parent (the binding's handler context,
+// cancelled by a drain that timed out) is done, or when the runtime
+// cancels it. It carries the delivery count for the Publisher.
+type runContext struct {
+	parent       context.Context
+	deadline     time.Time
+	numDelivered uint64
+
+	mu           sync.Mutex
+	done         chan struct{}
+	err          error
+	after        []*func()
+	stopWatching func() bool
+}
+
+var _ context.Context = (*runContext)(nil)
+
+// reset readies c for one handler run; deadline is zero for no timeout.
+func (c *runContext) reset(parent context.Context, deadline time.Time, numDelivered uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.parent, c.deadline, c.numDelivered = parent, deadline, numDelivered
+	c.done, c.err, c.after, c.stopWatching = nil, nil, nil, nil
+}
+
+// Deadline is the function's timeout for this run.
+func (c *runContext) Deadline() (time.Time, bool) { return c.deadline, !c.deadline.IsZero() }
+
+// Done is closed once the run is cancelled.
+func (c *runContext) Done() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done == nil {
+		c.done = make(chan struct{})
+		c.watchParent()
+		if c.err != nil {
+			close(c.done)
+		}
+	}
+	return c.done
+}
+
+// Err is why the run is cancelled, or nil. A deadline that passed counts at
+// once, before the keeper's tick closes Done.
+func (c *runContext) Err() error {
+	c.mu.Lock()
+	err := c.err
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if err := c.parent.Err(); err != nil {
+		c.cancel(err)
+		return err
+	}
+	if !c.deadline.IsZero() && !time.Now().Before(c.deadline) {
+		c.cancel(context.DeadlineExceeded)
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// Value answers the delivery count (deliveryKey) and asks the parent for
+// anything else.
+func (c *runContext) Value(key any) any {
+	if _, ok := key.(deliveryKey); ok {
+		return c.numDelivered
+	}
+	return c.parent.Value(key)
+}
+
+// AfterFunc lets contexts derived from this one (context.WithTimeout in a
+// driver, say) follow its cancellation without a goroutine each.
+func (c *runContext) AfterFunc(f func()) (stop func() bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		go f()
+		return func() bool { return false }
+	}
+	c.watchParent()
+	p := &f
+	c.after = append(c.after, p)
+	return func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		i := slices.Index(c.after, p)
+		if i < 0 {
+			return false
+		}
+		c.after = slices.Delete(c.after, i, i+1)
+		return true
+	}
+}
+
+// watchParent makes the parent's cancellation cancel c; c.mu is held.
+func (c *runContext) watchParent() {
+	if c.stopWatching == nil && c.parent.Done() != nil {
+		c.stopWatching = context.AfterFunc(c.parent, func() { c.cancel(c.parent.Err()) })
+	}
+}
+
+// cancel ends the run with err, once.
+func (c *runContext) cancel(err error) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.err = err
+	if c.done != nil {
+		close(c.done)
+	}
+	after := c.after
+	c.after = nil
+	c.mu.Unlock()
+	for _, f := range after {
+		go (*f)()
+	}
+}
+
+// cancelIfLate cancels the run once its deadline has passed.
+func (c *runContext) cancelIfLate(now time.Time) {
+	if !c.deadline.IsZero() && !now.Before(c.deadline) {
+		c.cancel(context.DeadlineExceeded)
+	}
+}
+
+// release stops watching the parent once the handler returned.
+func (c *runContext) release() {
+	c.mu.Lock()
+	stop := c.stopWatching
+	c.stopWatching = nil
+	c.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
