@@ -22,11 +22,13 @@ const pullWait = time.Second
 // waits for messages the server says so this often, so a pull that went
 // quiet (its request or its replies lost) is noticed and its credits
 // reclaimed.
-const pullHeartbeat = pullWait / 2
+const pullHeartbeat = pullWait / 4
 
 // pullQuiet is how long outstanding requests may go without any message,
-// heartbeat or status before the puller gives them up.
-const pullQuiet = 2*pullWait + pullHeartbeat
+// heartbeat or status before the puller gives them up: four heartbeats,
+// about as long as a pull's wait, so a consumer leader that vanished with
+// the requests it held stalls the function no longer than a Fetch did.
+const pullQuiet = 4 * pullHeartbeat
 
 // puller pulls a binding's messages on one long-lived subscription, as
 // nats.go's Consume does inside, but every request asks for exactly the
@@ -151,20 +153,30 @@ func (p *puller) giveUp(why string, slow bool) {
 	p.credits.giveBack(p.credits.outstandingCount())
 }
 
-// watch gives up requests that went quiet (a request or its replies lost
-// in a reconnect), until ctx is done. Expired requests report themselves
-// every pullWait and waiting ones heartbeat, so silence means loss.
+// watch gives up requests that went quiet, until ctx is done: after a
+// reconnect at once (the server that held them may be gone, as when the
+// consumer leader's node stops with this client connected to it), else
+// after pullQuiet without a heartbeat (a request or its replies lost).
 func (p *puller) watch(ctx context.Context) {
-	t := time.NewTicker(pullWait)
+	t := time.NewTicker(pullHeartbeat / 2)
 	defer t.Stop()
+	reconnects := p.nc.Stats().Reconnects
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+		if p.credits.outstandingCount() == 0 {
+			reconnects = p.nc.Stats().Reconnects
+			continue
+		}
 		quiet := time.Since(time.Unix(0, p.lastHeard.Load()))
-		if p.credits.outstandingCount() > 0 && quiet > pullQuiet {
+		switch {
+		case p.nc.Stats().Reconnects != reconnects:
+			reconnects = p.nc.Stats().Reconnects
+			p.giveUp("reconnected; pull requests sent before are lost", false)
+		case quiet > pullQuiet:
 			p.giveUp("no reply to pull requests for "+quiet.Round(time.Millisecond).String(), false)
 		}
 	}
