@@ -22,9 +22,10 @@ import (
 	"github.com/jetfn/jetfn/runtime/runtimetest"
 )
 
-// Each README block says where it goes in the line before it: a file's
-// path alone ("`functions/greet/greet.go`:") is a new file; otherwise the
-// line names the file to add the block to.
+// Each README block says where it goes in the paragraph before it: a
+// file's path alone ("`functions/greet/greet.go`:") is a new file; otherwise
+// the paragraph names the file to add the block to (and, for the registry,
+// the package to import).
 const (
 	registryLabel = "`functions/registry.go`"
 	streamsLabel  = "under `streams:`"
@@ -126,7 +127,7 @@ func readmeBlocks(t *testing.T, path, heading string) []block {
 		section = section[:end]
 	}
 	var blocks []block
-	var cur []string
+	var cur, paragraph []string
 	label, inBlock := "", false
 	sc := bufio.NewScanner(strings.NewReader(section))
 	for sc.Scan() {
@@ -134,13 +135,16 @@ func readmeBlocks(t *testing.T, path, heading string) []block {
 		switch {
 		case strings.HasPrefix(line, "```") && !inBlock:
 			inBlock, cur = true, nil
+			label, paragraph = strings.Join(paragraph, " "), nil
 		case strings.HasPrefix(line, "```"):
 			inBlock = false
 			blocks = append(blocks, block{label: label, text: strings.Join(cur, "\n") + "\n"})
 		case inBlock:
 			cur = append(cur, line)
-		case strings.TrimSpace(line) != "":
-			label = strings.TrimSpace(line)
+		case strings.TrimSpace(line) == "":
+			paragraph = nil
+		default:
+			paragraph = append(paragraph, strings.TrimSpace(line))
 		}
 	}
 	if len(blocks) == 0 {
@@ -162,7 +166,10 @@ func apply(t *testing.T, dir string, blocks []block) {
 			}
 			writeFile(t, path, b.text)
 		case strings.Contains(b.label, registryLabel):
-			insertAfter(t, filepath.Join(dir, "functions", "registry.go"), "return []jetfn.Function{\n", b.text)
+			registry := filepath.Join(dir, "functions", "registry.go")
+			insertAfter(t, registry, "return []jetfn.Function{\n", b.text)
+			_, pkg, _ := strings.Cut(b.label, "import ")
+			insertAfter(t, registry, "import (\n", "\t\""+strings.Trim(strings.Fields(pkg)[0], "`):")+"\"\n")
 		case strings.Contains(b.label, streamsLabel):
 			insertAfter(t, manifestPath, "\nstreams:\n", b.text)
 		case strings.Contains(b.label, functionLabel):
