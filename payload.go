@@ -66,7 +66,7 @@ func MustPayload[T any](schema []byte) *Payload[T] {
 // are allowed and ignored.
 func (p *Payload[T]) Decode(data []byte) (T, error) {
 	var zero T
-	tree, probs := readTree(data)
+	tree, probs := readTree(data, p.rules.names)
 	if probs != nil {
 		return zero, probs
 	}
@@ -88,7 +88,7 @@ func (p *Payload[T]) Encode(v T) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding payload: %w", err)
 	}
-	tree, probs := readTree(data)
+	tree, probs := readTree(data, p.rules.names)
 	if probs != nil {
 		return nil, probs
 	}

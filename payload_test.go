@@ -325,3 +325,38 @@ func FuzzDecodeJSON(f *testing.F) {
 		}
 	})
 }
+
+// node refers to itself and to a $ref with a sibling rule, two references
+// that must stay references.
+type node struct {
+	Name  string `json:"name"`
+	Child *node  `json:"child,omitzero"`
+}
+
+var nodePayload = MustPayload[node]([]byte(`{
+  "type": "object",
+  "required": ["name"],
+  "properties": {
+    "name": {"$ref": "#/$defs/text", "minLength": 2},
+    "child": {"$ref": "#"}
+  },
+  "$defs": {"text": {"type": "string", "description": "some text"}}
+}`))
+
+func TestReferencesKeepTheirMeaning(t *testing.T) {
+	tests := []struct {
+		name, payload, want string
+	}{
+		{name: "valid", payload: `{"name":"ab","child":{"name":"cd"}}`},
+		{name: "a sibling of $ref applies", payload: `{"name":"a"}`, want: "payload: name: want at least 2 characters, got 1"},
+		{name: "the target applies", payload: `{"name":5}`, want: "payload: name: want a string, got 5"},
+		{name: "a reference to the root recurses", payload: `{"name":"ab","child":{"child":{"name":false}}}`,
+			want: "payload: child.child.name: want a string, got false; child.name: missing"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := nodePayload.Decode([]byte(tt.payload))
+			checkReason(t, err, tt.want)
+		})
+	}
+}

@@ -18,18 +18,31 @@ import (
 // cannot hold what the schema forbids nor miss what it names.
 func checkAgreement[T any](s *jsonschema.Schema) error {
 	t := reflect.TypeFor[T]()
-	var errs []string
-	agree(t, s, "", true, &errs)
+	a := agreement{inside: map[reflect.Type]bool{}}
+	a.agree(t, s, "", true)
+	errs := a.errs
 	if len(errs) == 0 {
 		return nil
 	}
 	return fmt.Errorf("payload type %s disagrees with its schema: %s", t, strings.Join(errs, "; "))
 }
 
+// agreement gathers the mismatches of one type and schema.
+type agreement struct {
+	errs []string
+	// inside holds the struct types being compared, so a type that holds
+	// itself is compared once.
+	inside map[reflect.Type]bool
+}
+
+func (a *agreement) add(format string, args ...any) {
+	a.errs = append(a.errs, fmt.Sprintf(format, args...))
+}
+
 // agree compares t with s at path (a Go-side description for the error).
 // The root's fields are compared even when it decodes itself, as events
 // with a catch-all for unknown members do.
-func agree(t reflect.Type, s *jsonschema.Schema, path string, root bool, errs *[]string) {
+func (a *agreement) agree(t reflect.Type, s *jsonschema.Schema, path string, root bool) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -39,35 +52,40 @@ func agree(t reflect.Type, s *jsonschema.Schema, path string, root bool, errs *[
 		have = typeObject
 	}
 	if !have.holds(want) {
-		*errs = append(*errs, fmt.Sprintf("%sthe schema allows %s, which %s cannot hold", prefix(path), want, t))
+		a.add("%sthe schema allows %s, which %s cannot hold", prefix(path), want, t)
 	}
 	if !fieldsDecoded {
 		if t.Kind() == reflect.Slice && !decodesOwnJSON(t) {
 			if items := itemsOf(s); items != nil {
-				agree(t.Elem(), items, path+"[]", false, errs)
+				a.agree(t.Elem(), items, path+"[]", false)
 			}
 		}
 		return
 	}
+	if a.inside[t] {
+		return
+	}
+	a.inside[t] = true
+	defer delete(a.inside, t)
 	props := propertiesOf(s)
 	fields := jsonFields(t)
 	for _, name := range slices.Sorted(maps.Keys(props)) {
 		f, ok := fields[name]
 		if !ok {
-			*errs = append(*errs, fmt.Sprintf("%sthe schema's property %q is no field of %s", prefix(path), name, t))
+			a.add("%sthe schema's property %q is no field of %s", prefix(path), name, t)
 			continue
 		}
-		agree(f.Type, allOf(props[name]), joinField(path, fmt.Sprintf("%s (%q)", f.Name, name)), false, errs)
+		a.agree(f.Type, allOf(props[name]), joinField(path, fmt.Sprintf("%s (%q)", f.Name, name)), false)
 	}
 	for _, name := range slices.Sorted(maps.Keys(fields)) {
 		if _, ok := props[name]; !ok {
-			*errs = append(*errs, fmt.Sprintf("%sfield %s (%q) is no property of the schema", prefix(path), fields[name].Name, name))
+			a.add("%sfield %s (%q) is no property of the schema", prefix(path), fields[name].Name, name)
 		}
 	}
 	for _, name := range schemaRequired(s) {
 		if _, ok := props[name]; !ok {
 			if _, ok := fields[name]; !ok {
-				*errs = append(*errs, fmt.Sprintf("%sthe schema requires %q, which is no field of %s", prefix(path), name, t))
+				a.add("%sthe schema requires %q, which is no field of %s", prefix(path), name, t)
 			}
 		}
 	}

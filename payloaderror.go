@@ -60,7 +60,13 @@ func formatPath(steps []pathStep) string {
 }
 
 func plainName(name string) bool {
-	return name != "" && !strings.ContainsAny(name, ".[]\"' \t\r\n")
+	for i := 0; i < len(name); i++ {
+		switch name[i] {
+		case '.', '[', ']', '"', '\'', ' ', '\t', '\r', '\n':
+			return false
+		}
+	}
+	return name != ""
 }
 
 // problemAt is one problem before it is worded into a PayloadError.
@@ -77,7 +83,10 @@ func (p problemAt) String() string {
 
 // newPayloadError sorts problems by path, drops repeats, and words them.
 func newPayloadError(probs []problemAt) *PayloadError {
-	slices.SortStableFunc(probs, func(a, b problemAt) int { return cmp.Compare(a.path, b.path) })
+	byPath := func(a, b problemAt) int { return cmp.Compare(a.path, b.path) }
+	if !slices.IsSortedFunc(probs, byPath) {
+		slices.SortStableFunc(probs, byPath)
+	}
 	probs = slices.Compact(probs)
 	out := make([]string, len(probs))
 	for i, p := range probs {
@@ -168,8 +177,18 @@ func articled(types []string) string {
 
 func article(t string) string {
 	switch t {
-	case "integer", "object", "array":
-		return "an " + t
+	case "integer":
+		return "an integer"
+	case "object":
+		return "an object"
+	case "array":
+		return "an array"
+	case "string":
+		return "a string"
+	case "number":
+		return "a number"
+	case "boolean":
+		return "a boolean"
 	case "null":
 		return "null"
 	}

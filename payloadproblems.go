@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
@@ -100,7 +99,7 @@ func (r *schemaRules) dependents(steps []pathStep, prop string, missing []string
 func (r *schemaRules) describe(e *jsonschema.ValidationError, v any) string {
 	switch k := e.ErrorKind.(type) {
 	case *kind.Type:
-		return fmt.Sprintf("want %s, got %s", articled(k.Want), got(v))
+		return "want " + articled(k.Want) + ", got " + got(v)
 	case *kind.Enum:
 		if len(k.Want) == 1 {
 			return fmt.Sprintf("want %s, got %s", display(k.Want[0]), display(v))
@@ -109,7 +108,7 @@ func (r *schemaRules) describe(e *jsonschema.ValidationError, v any) string {
 	case *kind.Const:
 		return fmt.Sprintf("want %s, got %s", display(k.Want), display(v))
 	case *kind.Minimum:
-		return fmt.Sprintf("want at least %s, got %s", ratString(k.Want), display(v))
+		return "want at least " + ratString(k.Want) + ", got " + display(v)
 	case *kind.Maximum:
 		return fmt.Sprintf("want at most %s, got %s", ratString(k.Want), display(v))
 	case *kind.ExclusiveMinimum:
@@ -159,13 +158,12 @@ func (r *schemaRules) describe(e *jsonschema.ValidationError, v any) string {
 // hold when the pattern lists the allowed ones, else the pattern's
 // description, and only else the pattern itself.
 func (r *schemaRules) pattern(schemaURL string, k *kind.Pattern) string {
-	if bad := r.charRules[k.Want]; bad != nil {
+	if rule := r.charRules[k.Want]; rule != nil {
 		if k.Got == "" {
 			return "must not be empty"
 		}
-		if at := bad.FindStringIndex(k.Got); at != nil {
-			c, _ := utf8.DecodeRuneInString(k.Got[at[0]:])
-			return fmt.Sprintf("must not contain %s (got %s)", strconv.QuoteRune(c), display(k.Got))
+		if c, ok := rule.first(k.Got); ok {
+			return "must not contain " + strconv.QuoteRune(c) + " (got " + display(k.Got) + ")"
 		}
 	}
 	if s := r.byLocation[schemaURL]; s != nil && s.Description != "" {

@@ -17,8 +17,10 @@ import (
 // jsontext refuses a repeated name and invalid UTF-8 by default; readTree
 // words those, the other syntax errors and trailing data as the payload's
 // one problem. json.Number keeps a number's exact text, so a schema's
-// integer and range checks see what the publisher wrote.
-func readTree(data []byte) (any, *PayloadError) {
+// integer and range checks see what the publisher wrote. A name found in
+// names is that string rather than a new one: most names a payload holds
+// are its schema's.
+func readTree(data []byte, names map[string]string) (any, *PayloadError) {
 	if len(bytes.Trim(data, jsonSpace)) == 0 {
 		return nil, problem("", "empty")
 	}
@@ -26,6 +28,7 @@ func readTree(data []byte) (any, *PayloadError) {
 	defer r.release()
 	r.buf = *bytes.NewBuffer(data) // the decoder reads a bytes.Buffer in place
 	r.dec.Reset(&r.buf)
+	r.names = names
 	tree, err := r.value()
 	if err != nil {
 		return nil, textProblem(data, err)
@@ -49,8 +52,9 @@ const maxNumberLen = 100
 // treeReader is a decoder kept for reuse: making one costs more than
 // reading a small payload.
 type treeReader struct {
-	buf bytes.Buffer
-	dec jsontext.Decoder
+	buf   bytes.Buffer
+	dec   jsontext.Decoder
+	names map[string]string
 }
 
 var treeReaders = sync.Pool{New: func() any { return new(treeReader) }}
@@ -59,6 +63,7 @@ var treeReaders = sync.Pool{New: func() any { return new(treeReader) }}
 func (r *treeReader) release() {
 	r.buf = bytes.Buffer{}
 	r.dec.Reset(&r.buf)
+	r.names = nil
 	treeReaders.Put(r)
 }
 
@@ -102,13 +107,13 @@ func (r *treeReader) value() (any, error) {
 }
 
 func (r *treeReader) object() (any, error) {
-	obj := map[string]any{}
+	obj := make(map[string]any, 8) // one allocation for a small object
 	for r.dec.PeekKind() != '}' {
-		tok, err := r.dec.ReadToken() // also reports a syntax error PeekKind met
+		raw, err := r.dec.ReadValue() // also reports a syntax error PeekKind met
 		if err != nil {
 			return nil, err
 		}
-		name := tok.String()
+		name := r.name(raw)
 		v, err := r.value()
 		if err != nil {
 			return nil, within(err, pathStep{name: name})
@@ -117,6 +122,18 @@ func (r *treeReader) object() (any, error) {
 	}
 	_, err := r.dec.ReadToken()
 	return obj, err
+}
+
+// name is the member name raw quotes, from names when it is there.
+func (r *treeReader) name(raw jsontext.Value) string {
+	if unquoted := raw[1 : len(raw)-1]; bytes.IndexByte(unquoted, '\\') < 0 {
+		if name, ok := r.names[string(unquoted)]; ok {
+			return name
+		}
+		return string(unquoted)
+	}
+	name, _ := jsontext.AppendUnquote(nil, raw) // raw is a valid JSON string
+	return string(name)
 }
 
 func (r *treeReader) array() (any, error) {
