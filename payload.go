@@ -61,9 +61,10 @@ func MustPayload[T any](schema []byte) *Payload[T] {
 // Decode reads one payload. It refuses, as a *PayloadError, a payload that
 // is empty, is not JSON, is followed by more data, repeats a name in an
 // object, holds invalid UTF-8, or breaks a rule of the schema (every broken
-// rule is listed), and one whose Validate (see Validator) reports a
-// problem. Names are case-sensitive, and members the schema does not name
-// are allowed and ignored.
+// rule is listed); one with a number T cannot hold (an integer beyond its
+// field's range, which the schema should bound); and one whose Validate
+// (see Validator) reports a problem. Names are case-sensitive, and members
+// the schema does not name are allowed and ignored.
 func (p *Payload[T]) Decode(data []byte) (T, error) {
 	var zero T
 	tree, probs := readTree(data, p.rules.names)
@@ -75,9 +76,12 @@ func (p *Payload[T]) Decode(data []byte) (T, error) {
 	}
 	var v T // on the heap, as Unmarshal takes its address: only here
 	if err := json.Unmarshal(data, &v, decodeOptions); err != nil {
-		return v, &PayloadError{Problems: []string{decodeProblem(err)}}
+		return zero, &PayloadError{Problems: []string{decodeProblem(err)}}
 	}
-	return v, validate(&v)
+	if err := validate(&v); err != nil {
+		return zero, err
+	}
+	return v, nil
 }
 
 // Encode marshals v and checks the result as Decode would, so a publisher
