@@ -62,7 +62,8 @@ func TestReadmeAddingAFunction(t *testing.T) {
 		_ = child.Process.Signal(os.Interrupt)
 		_ = child.Wait()
 		if t.Failed() {
-			t.Logf("jetfn run:\n%s", logs.String())
+			manifest, _ := os.ReadFile(manifestPath)
+			t.Logf("jetfn run:\n%s\nmanifest:\n%s", logs.String(), manifest)
 		}
 	})
 
@@ -128,22 +129,25 @@ func readmeBlocks(t *testing.T, path, heading string) []block {
 	}
 	var blocks []block
 	var cur, paragraph []string
-	label, inBlock := "", false
+	label, inBlock, ended := "", false, false
 	sc := bufio.NewScanner(strings.NewReader(section))
 	for sc.Scan() {
 		line := sc.Text()
 		switch {
 		case strings.HasPrefix(line, "```") && !inBlock:
 			inBlock, cur = true, nil
-			label, paragraph = strings.Join(paragraph, " "), nil
+			label, paragraph, ended = strings.Join(paragraph, " "), nil, false
 		case strings.HasPrefix(line, "```"):
 			inBlock = false
 			blocks = append(blocks, block{label: label, text: strings.Join(cur, "\n") + "\n"})
 		case inBlock:
 			cur = append(cur, line)
 		case strings.TrimSpace(line) == "":
-			paragraph = nil
+			ended = true // the paragraph stays the label of a block after it
 		default:
+			if ended {
+				paragraph, ended = nil, false
+			}
 			paragraph = append(paragraph, strings.TrimSpace(line))
 		}
 	}
@@ -174,6 +178,10 @@ func apply(t *testing.T, dir string, blocks []block) {
 			insertAfter(t, manifestPath, "\nstreams:\n", b.text)
 		case strings.Contains(b.label, functionLabel):
 			insertAfter(t, manifestPath, "\nfunctions:\n", b.text)
+		case strings.Contains(b.text, "nats pub"):
+			// the commands a reader types; exchange reads them
+		default:
+			t.Fatalf("README block after %q says nowhere to go", b.label)
 		}
 	}
 }
