@@ -7,7 +7,8 @@ import (
 )
 
 // ErrMalformed marks a message that can never be handled: its payload is not
-// JSON, lacks a required field, or breaks the event's contract. The runtime
+// JSON, lacks a required field, or breaks the event's contract (a
+// Payload's Handler wraps each PayloadError with it). The runtime
 // dead-letters such a message at once and never retries it.
 var ErrMalformed = errors.New("malformed message")
 

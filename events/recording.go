@@ -1,14 +1,13 @@
 package events
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"math"
+	"maps"
 	"slices"
 	"strconv"
-	"strings"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // RecordingEventName is one of the backend's recording events, as its
@@ -101,19 +100,21 @@ func RecordingMsgID(recordingID string, n RecordingEventName, ts int64) string {
 }
 
 // RecordingEvent is the backend's log object for one recording state change,
-// plus ts. schemas/recording-event.schema.json is the same contract.
+// plus ts. Its rules are those of schemas/recording-event.schema.json
+// (RecordingEventPayload), reason on deleted among them.
 type RecordingEvent struct {
 	// TS is when the backend logged the event, in epoch milliseconds.
-	TS             int64              `json:"ts" required:"true"`
-	Event          RecordingEventName `json:"event" required:"true"`
-	RecordingID    string             `json:"recordingId" required:"true"`
-	ConversationID string             `json:"conversationId" required:"true"`
+	TS             int64              `json:"ts"`
+	Event          RecordingEventName `json:"event"`
+	RecordingID    string             `json:"recordingId"`
+	ConversationID string             `json:"conversationId"`
 	// Reason is required on deleted; on a recording that never started it
 	// says why.
 	Reason string `json:"reason,omitempty"`
-	// Extra holds every other field of the log object, verbatim: the
-	// contract keeps unknown fields instead of refusing them.
-	Extra map[string]json.RawMessage `json:"-"`
+	// Extra holds every other member of the log object, verbatim: the
+	// contract keeps unknown members instead of refusing them. A member
+	// that a field above names is the field's, never Extra's.
+	Extra map[string]json.RawMessage `json:",embed"`
 }
 
 // Subject is the event's subject, recording.<event>.
@@ -122,195 +123,58 @@ func (e RecordingEvent) Subject() string { return RecordingSubject(e.Event) }
 // MsgID is the event's Nats-Msg-Id, <recordingId>:<event>:<ts>.
 func (e RecordingEvent) MsgID() string { return RecordingMsgID(e.RecordingID, e.Event, e.TS) }
 
-// Validate reports every rule the event breaks beyond its JSON shape.
-func (e RecordingEvent) Validate() error {
-	var errs []error
-	if e.TS <= 0 {
-		errs = append(errs, fmt.Errorf("ts %d is not positive", e.TS))
-	}
-	if !e.Event.Known() {
-		errs = append(errs, fmt.Errorf("unknown event %q", e.Event))
-	}
-	errs = append(errs, validateID("recordingId", e.RecordingID), validateID("conversationId", e.ConversationID))
-	if e.Event == RecordingDeleted && e.Reason == "" {
-		errs = append(errs, errors.New("reason is required on deleted"))
-	}
-	return errors.Join(errs...)
-}
+// recordingEvent is RecordingEvent without its methods, for json v2 to
+// encode and decode field by field, with Extra embedded.
+type recordingEvent RecordingEvent
 
-// recordingEventFields are the keys RecordingEvent names; the rest go to Extra.
+// recordingEventFields are the names RecordingEvent's fields take.
 var recordingEventFields = []string{"ts", "event", "recordingId", "conversationId", "reason"}
 
-// MarshalJSON writes the named fields and then Extra, whose keys are sorted
-// so equal events encode to equal bytes.
+// MarshalJSON writes the named fields, then Extra's members sorted by name,
+// so equal events encode to equal bytes, for encoding/json and json v2
+// alike. A member of Extra that a field names is dropped.
 func (e RecordingEvent) MarshalJSON() ([]byte, error) {
-	obj := map[string]any{
-		"ts": e.TS, "event": e.Event, "recordingId": e.RecordingID, "conversationId": e.ConversationID,
-	}
-	if e.Reason != "" {
-		obj["reason"] = e.Reason
-	}
-	for k, v := range e.Extra {
-		if !slices.Contains(recordingEventFields, k) {
-			obj[k] = v
+	if slices.ContainsFunc(recordingEventFields, func(k string) bool { _, ok := e.Extra[k]; return ok }) {
+		e.Extra = maps.Clone(e.Extra)
+		for _, k := range recordingEventFields {
+			delete(e.Extra, k)
 		}
 	}
-	return json.Marshal(obj) // encoding/json sorts map keys
+	return jsonv2.Marshal(recordingEvent(e), jsonv2.Deterministic(true))
 }
 
-// UnmarshalJSON checks the payload's shape as the schema does: one object,
-// the required keys present, each named field of its JSON type (null is
-// not a string). Unknown fields are kept in Extra.
+// UnmarshalJSONFrom is how json v2, and so RecordingEventPayload.Decode
+// once the schema has accepted the payload, decodes an event: field by
+// field, with the other members in Extra.
+func (e *RecordingEvent) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	return jsonv2.UnmarshalDecode(dec, (*recordingEvent)(e))
+}
+
+// UnmarshalJSON is for encoding/json: it decodes and checks the event with
+// RecordingEventPayload, so a payload that breaks the contract is refused
+// there too.
 func (e *RecordingEvent) UnmarshalJSON(data []byte) error {
-	obj, err := decodeObject(data)
+	ev, err := RecordingEventPayload.Decode(data)
 	if err != nil {
 		return err
 	}
-	var out RecordingEvent
-	errs := []error{
-		requireKeys(obj, "ts", "event", "recordingId", "conversationId"),
-		decodeTS(obj, "ts", &out.TS),
-		decodeString(obj, "event", (*string)(&out.Event)),
-		decodeString(obj, "recordingId", &out.RecordingID),
-		decodeString(obj, "conversationId", &out.ConversationID),
-		decodeString(obj, "reason", &out.Reason),
-	}
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	for _, k := range recordingEventFields {
-		delete(obj, k)
-	}
-	if len(obj) > 0 {
-		out.Extra = obj
-	}
-	*e = out
+	*e = ev
 	return nil
 }
 
 // RecordingNotice tells the participants of a conversation that one of its
-// recordings changed. schemas/recording-notice.schema.json is the same
-// contract.
+// recordings changed. Its rules are those of
+// schemas/recording-notice.schema.json (RecordingNoticePayload), reason
+// when failed among them.
 type RecordingNotice struct {
-	RecordingID string             `json:"recordingId" required:"true"`
-	Event       RecordingEventName `json:"event" required:"true"`
-	TS          int64              `json:"ts" required:"true"`
+	RecordingID string             `json:"recordingId"`
+	Event       RecordingEventName `json:"event"`
+	TS          int64              `json:"ts"`
 	// State is the recording's state after the event: the event with the
 	// highest ts seen so far, which is not always this one.
-	State RecordingEventName `json:"state" required:"true"`
+	State RecordingEventName `json:"state"`
 	// Failed is true when the recording was deleted without ever being
 	// stored; Reason then says why.
-	Failed bool   `json:"failed" required:"true"`
+	Failed bool   `json:"failed"`
 	Reason string `json:"reason,omitempty"`
-}
-
-// Validate reports every rule the notice breaks.
-func (n RecordingNotice) Validate() error {
-	var errs []error
-	errs = append(errs, validateID("recordingId", n.RecordingID))
-	if !n.Event.Known() {
-		errs = append(errs, fmt.Errorf("unknown event %q", n.Event))
-	}
-	if !n.State.Known() {
-		errs = append(errs, fmt.Errorf("unknown state %q", n.State))
-	}
-	if n.TS <= 0 {
-		errs = append(errs, fmt.Errorf("ts %d is not positive", n.TS))
-	}
-	if n.Failed && n.Reason == "" {
-		errs = append(errs, errors.New("reason is required when failed"))
-	}
-	return errors.Join(errs...)
-}
-
-// UnmarshalJSON checks the notice's shape as the schema does.
-func (n *RecordingNotice) UnmarshalJSON(data []byte) error {
-	obj, err := decodeObject(data)
-	if err != nil {
-		return err
-	}
-	var out RecordingNotice
-	errs := []error{
-		requireKeys(obj, "recordingId", "event", "ts", "state", "failed"),
-		decodeString(obj, "recordingId", &out.RecordingID),
-		decodeString(obj, "event", (*string)(&out.Event)),
-		decodeTS(obj, "ts", &out.TS),
-		decodeString(obj, "state", (*string)(&out.State)),
-		decodeBool(obj, "failed", &out.Failed),
-		decodeString(obj, "reason", &out.Reason),
-	}
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	*n = out
-	return nil
-}
-
-func decodeObject(data []byte) (map[string]json.RawMessage, error) {
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(data, &obj); err != nil || obj == nil {
-		return nil, errors.New("payload is not a JSON object")
-	}
-	return obj, nil
-}
-
-func requireKeys(obj map[string]json.RawMessage, keys ...string) error {
-	var missing []string
-	for _, k := range keys {
-		if _, ok := obj[k]; !ok {
-			missing = append(missing, k)
-		}
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("missing required field %s", strings.Join(missing, ", "))
-	}
-	return nil
-}
-
-// decodeString fills dst from obj[key] when present; null is refused, as
-// the schema refuses it.
-func decodeString(obj map[string]json.RawMessage, key string, dst *string) error {
-	raw, ok := obj[key]
-	if !ok {
-		return nil
-	}
-	if bytes.Equal(raw, []byte("null")) || json.Unmarshal(raw, dst) != nil {
-		return fmt.Errorf("%s is not a string", key)
-	}
-	return nil
-}
-
-func decodeBool(obj map[string]json.RawMessage, key string, dst *bool) error {
-	raw, ok := obj[key]
-	if !ok {
-		return nil
-	}
-	if bytes.Equal(raw, []byte("null")) || json.Unmarshal(raw, dst) != nil {
-		return fmt.Errorf("%s is not a boolean", key)
-	}
-	return nil
-}
-
-// decodeTS accepts any JSON number with no fraction (1e12 and 5.0 are
-// integers to JSON Schema), as long as it fits an int64.
-func decodeTS(obj map[string]json.RawMessage, key string, dst *int64) error {
-	raw, ok := obj[key]
-	if !ok {
-		return nil
-	}
-	var n json.Number
-	// json.Number also takes a quoted number, which the schema refuses.
-	if raw[0] == '"' || json.Unmarshal(raw, &n) != nil || n == "" {
-		return fmt.Errorf("%s is not a number", key)
-	}
-	if i, err := n.Int64(); err == nil {
-		*dst = i
-		return nil
-	}
-	f, err := n.Float64()
-	if err != nil || f != math.Trunc(f) || math.Abs(f) >= math.MaxInt64 {
-		return fmt.Errorf("%s %s is not an integer", key, n)
-	}
-	*dst = int64(f)
-	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/jetfn/jetfn"
 )
 
 func compile(t *testing.T, name string) *jsonschema.Schema {
@@ -27,13 +29,11 @@ func schemaErr(s *jsonschema.Schema, payload []byte) error {
 	return s.Validate(v)
 }
 
-// goErr is what a Go consumer does with a payload: decode, then Validate.
-func goErr[T interface{ Validate() error }](payload []byte) error {
-	var v T
-	if err := json.Unmarshal(payload, &v); err != nil {
-		return err
-	}
-	return v.Validate()
+// goErr is what a Go consumer does with a payload: decode it with its
+// Payload.
+func goErr[T any](p *jetfn.Payload[T], payload []byte) error {
+	_, err := p.Decode(payload)
+	return err
 }
 
 func TestRecordingEventGoEncodingMatchesSchema(t *testing.T) {
@@ -45,22 +45,27 @@ func TestRecordingEventGoEncodingMatchesSchema(t *testing.T) {
 			ev.Reason = "never-started"
 		}
 		t.Run(string(name), func(t *testing.T) {
-			if err := ev.Validate(); err != nil {
-				t.Fatalf("Validate: %v", err)
-			}
-			data, err := json.Marshal(ev)
+			data, err := RecordingEventPayload.Encode(ev)
 			if err != nil {
-				t.Fatal(err)
+				t.Fatalf("Encode: %v", err)
 			}
 			if err := schemaErr(s, data); err != nil {
 				t.Fatalf("schema refused Go encoding %s: %v", data, err)
 			}
-			var back RecordingEvent
-			if err := json.Unmarshal(data, &back); err != nil {
+			v1, err := json.Marshal(ev)
+			if err != nil || string(v1) != string(data) {
+				t.Fatalf("encoding/json wrote %s (%v), want %s", v1, err, data)
+			}
+			back, err := RecordingEventPayload.Decode(data)
+			if err != nil {
 				t.Fatal(err)
 			}
 			if !reflect.DeepEqual(back, ev) {
 				t.Fatalf("round trip\n got %+v\nwant %+v", back, ev)
+			}
+			var backV1 RecordingEvent
+			if err := json.Unmarshal(data, &backV1); err != nil || !reflect.DeepEqual(backV1, ev) {
+				t.Fatalf("encoding/json round trip\n got %+v (%v)\nwant %+v", backV1, err, ev)
 			}
 		})
 	}
@@ -103,7 +108,7 @@ func TestRecordingEventContract(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			serr, gerr := schemaErr(s, []byte(tt.payload)), goErr[RecordingEvent]([]byte(tt.payload))
+			serr, gerr := schemaErr(s, []byte(tt.payload)), goErr(RecordingEventPayload, []byte(tt.payload))
 			if got := serr == nil; got != tt.wantOK {
 				t.Errorf("schema accepted = %v, want %v (%v)", got, tt.wantOK, serr)
 			}
@@ -128,7 +133,7 @@ func TestRecordingNoticeContract(t *testing.T) {
 		if err := schemaErr(s, data); err != nil {
 			t.Errorf("schema refused Go encoding %s: %v", data, err)
 		}
-		if err := goErr[RecordingNotice](data); err != nil {
+		if err := goErr(RecordingNoticePayload, data); err != nil {
 			t.Errorf("Go refused its own encoding %s: %v", data, err)
 		}
 	}
@@ -149,7 +154,7 @@ func TestRecordingNoticeContract(t *testing.T) {
 			if err := schemaErr(s, []byte(tt.payload)); err == nil {
 				t.Error("schema accepted it")
 			}
-			if err := goErr[RecordingNotice]([]byte(tt.payload)); err == nil {
+			if err := goErr(RecordingNoticePayload, []byte(tt.payload)); err == nil {
 				t.Error("Go accepted it")
 			}
 		})

@@ -1,14 +1,9 @@
 package events
 
 import (
-	"encoding/json"
-	"errors"
-	"fmt"
-	"reflect"
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 )
 
 // Subjects of the TRANSCRIPTION stream, which captures transcription.> and
@@ -34,68 +29,31 @@ const (
 
 // Segment is one finished piece of a transcript. It is both the
 // transcription.segment payload and, with _id = SegmentKey, the document the
-// transcriber stores in SegmentsCollection.
+// transcriber stores in SegmentsCollection. Its rules are those of
+// schemas/segment.schema.json (SegmentPayload); neither compares two
+// fields, so endMs before startMs is accepted.
 type Segment struct {
-	ConversationID string `json:"conversationId" bson:"conversationId" required:"true"`
-	SessionID      string `json:"sessionId" bson:"sessionId" required:"true"`
+	ConversationID string `json:"conversationId" bson:"conversationId"`
+	SessionID      string `json:"sessionId" bson:"sessionId"`
 	// Index is the segment's 0-based position in its session.
-	Index   int    `json:"index" bson:"index" required:"true"`
-	Speaker string `json:"speaker" bson:"speaker" required:"true"`
-	Text    string `json:"text" bson:"text" required:"true"`
-	StartMs int64  `json:"startMs" bson:"startMs" required:"true"`
-	EndMs   int64  `json:"endMs" bson:"endMs" required:"true"`
+	Index   int    `json:"index" bson:"index"`
+	Speaker string `json:"speaker" bson:"speaker"`
+	Text    string `json:"text" bson:"text"`
+	StartMs int64  `json:"startMs" bson:"startMs"`
+	EndMs   int64  `json:"endMs" bson:"endMs"`
 }
 
 // Key is the segment's document _id and Nats-Msg-Id.
 func (s Segment) Key() string { return SegmentKey(s.SessionID, s.Index) }
 
-// Validate reports every rule the segment breaks. It agrees with
-// schemas/segment.schema.json. The schema cannot compare two fields, so
-// neither does Validate: endMs before startMs is accepted by both.
-func (s *Segment) Validate() error {
-	errs := []error{
-		validateID("conversationId", s.ConversationID),
-		validateID("sessionId", s.SessionID),
-		nonNegative("index", int64(s.Index)),
-		nonNegative("startMs", s.StartMs),
-		nonNegative("endMs", s.EndMs),
-	}
-	if s.Speaker == "" {
-		errs = append(errs, errors.New("speaker: must not be empty"))
-	}
-	return errors.Join(errs...)
-}
-
-// UnmarshalJSON refuses a null field, as the schema does; encoding/json
-// would leave the zero value.
-func (s *Segment) UnmarshalJSON(data []byte) error {
-	type plain Segment
-	return decodeNoNulls(data, (*plain)(s))
-}
-
 // SessionEnded is the transcription.session-ended payload: the transcriber
 // has finished a session and saved PublishedSegments segments. Some of them
-// may still reach Mongo after this event.
+// may still reach Mongo after this event. Its rules are those of
+// schemas/session-ended.schema.json (SessionEndedPayload).
 type SessionEnded struct {
-	ConversationID    string `json:"conversationId" required:"true"`
-	SessionID         string `json:"sessionId" required:"true"`
-	PublishedSegments int    `json:"publishedSegments" required:"true"`
-}
-
-// Validate reports every rule the event breaks; it agrees with
-// schemas/session-ended.schema.json.
-func (e *SessionEnded) Validate() error {
-	return errors.Join(
-		validateID("conversationId", e.ConversationID),
-		validateID("sessionId", e.SessionID),
-		nonNegative("publishedSegments", int64(e.PublishedSegments)),
-	)
-}
-
-// UnmarshalJSON refuses a null field, as the schema does.
-func (e *SessionEnded) UnmarshalJSON(data []byte) error {
-	type plain SessionEnded
-	return decodeNoNulls(data, (*plain)(e))
+	ConversationID    string `json:"conversationId"`
+	SessionID         string `json:"sessionId"`
+	PublishedSegments int    `json:"publishedSegments"`
 }
 
 // TranscriptProcessed is the transcript.processed payload, published once
@@ -103,29 +61,15 @@ func (e *SessionEnded) UnmarshalJSON(data []byte) error {
 // that key scoped by the runtime to the function and the subject:
 // "jetfn:summarize-session:transcript.processed:<conversationId>:<sessionId>",
 // so no ID an input publisher picks (a session-ended keyed
-// "<conversationId>:<sessionId>", say) can make the stream drop it.
+// "<conversationId>:<sessionId>", say) can make the stream drop it. Its
+// rules are those of schemas/transcript-processed.schema.json
+// (TranscriptProcessedPayload).
 type TranscriptProcessed struct {
-	ConversationID string `json:"conversationId" required:"true"`
-	SessionID      string `json:"sessionId" required:"true"`
-	Segments       int    `json:"segments" required:"true"`
+	ConversationID string `json:"conversationId"`
+	SessionID      string `json:"sessionId"`
+	Segments       int    `json:"segments"`
 	// Complete is whether every published segment was in the summary.
-	Complete bool `json:"complete" required:"true"`
-}
-
-// Validate reports every rule the event breaks; it agrees with
-// schemas/transcript-processed.schema.json.
-func (e *TranscriptProcessed) Validate() error {
-	return errors.Join(
-		validateID("conversationId", e.ConversationID),
-		validateID("sessionId", e.SessionID),
-		nonNegative("segments", int64(e.Segments)),
-	)
-}
-
-// UnmarshalJSON refuses a null field, as the schema does.
-func (e *TranscriptProcessed) UnmarshalJSON(data []byte) error {
-	type plain TranscriptProcessed
-	return decodeNoNulls(data, (*plain)(e))
+	Complete bool `json:"complete"`
 }
 
 // Summary is the document summarize-session stores in SummariesCollection,
@@ -184,59 +128,4 @@ func SessionEndedKey(conversationID, sessionID string) string {
 // Nats-Msg-Id built from it).
 func SummaryKey(conversationID, sessionID string) string {
 	return conversationID + ":" + sessionID
-}
-
-// validateID enforces the rule for conversation and session IDs: non-empty,
-// and free of NATS subject tokens (. * >) and whitespace, so an ID can
-// become a subject token or a key without escaping. Whitespace is
-// unicode.IsSpace, which the schemas' pattern lists character by character.
-func validateID(field, id string) error {
-	if id == "" {
-		return fmt.Errorf("%s: must not be empty", field)
-	}
-	if i := strings.IndexFunc(id, isBadIDRune); i >= 0 {
-		return fmt.Errorf("%s: %q holds %q; IDs may not hold . * > or whitespace", field, id, []rune(id[i:])[0])
-	}
-	return nil
-}
-
-func isBadIDRune(r rune) bool {
-	return r == '.' || r == '*' || r == '>' || unicode.IsSpace(r)
-}
-
-func nonNegative(field string, n int64) error {
-	if n < 0 {
-		return fmt.Errorf("%s: %d is negative", field, n)
-	}
-	return nil
-}
-
-// decodeNoNulls decodes data into v, a pointer to a struct, refusing null
-// for any of the struct's JSON fields. Keys the struct does not know may hold
-// anything, as the schemas allow additional properties.
-func decodeNoNulls(data []byte, v any) error {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(data, &fields); err != nil {
-		return err
-	}
-	var nulls []error
-	for _, name := range jsonNames(reflect.TypeOf(v).Elem()) {
-		if raw, ok := fields[name]; ok && string(raw) == "null" {
-			nulls = append(nulls, fmt.Errorf("%s: must not be null", name))
-		}
-	}
-	if err := errors.Join(nulls...); err != nil {
-		return err
-	}
-	return json.Unmarshal(data, v)
-}
-
-func jsonNames(t reflect.Type) []string {
-	var names []string
-	for f := range t.Fields() {
-		if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" && name != "-" {
-			names = append(names, name)
-		}
-	}
-	return names
 }

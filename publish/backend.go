@@ -29,19 +29,20 @@ func (b *Backend) Enabled() bool { return b.client.Enabled() }
 // <recordingId>:<event>:<ts>, so a retry of the same call is dropped by the
 // stream. A zero ts is set to now (epoch ms); the caller should set it
 // itself when it retries, or the retry is a new event. An event breaking
-// the contract (events.RecordingEvent.Validate) is refused, and logged,
+// the contract (events.RecordingEventPayload) is refused, and logged,
 // before any publish. Like every publish here it waits at most the
 // Client's timeout, logs and returns its error, and never panics.
 func (b *Backend) RecordingEvent(ctx context.Context, ev events.RecordingEvent) error {
 	if ev.TS == 0 {
 		ev.TS = b.now().UnixMilli()
 	}
-	if err := ev.Validate(); err != nil {
+	data, err := events.RecordingEventPayload.Encode(ev)
+	if err != nil {
 		err = fmt.Errorf("publishing recording event %s: %w", ev.MsgID(), err)
 		if b.client.log != nil {
 			b.client.log.Error("refusing recording event", "msg_id", ev.MsgID(), "err", err)
 		}
 		return err
 	}
-	return b.client.PublishJSON(ctx, ev.Subject(), ev, ev.MsgID())
+	return b.client.publish(ctx, ev.Subject(), ev.MsgID(), bytesOf(data))
 }

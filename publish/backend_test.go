@@ -122,9 +122,12 @@ func TestBackendRefusesBadEvents(t *testing.T) {
 		ev   events.RecordingEvent
 		want string
 	}{
-		{name: "unknown event", ev: events.RecordingEvent{TS: 1, Event: "failed", RecordingID: "r", ConversationID: "c"}, want: "unknown event"},
-		{name: "deleted without reason", ev: events.RecordingEvent{TS: 1, Event: events.RecordingDeleted, RecordingID: "r", ConversationID: "c"}, want: "reason"},
-		{name: "subject token in id", ev: events.RecordingEvent{TS: 1, Event: events.RecordingStarted, RecordingID: "a.b", ConversationID: "c"}, want: "recordingId"},
+		{name: "unknown event", ev: events.RecordingEvent{TS: 1, Event: "failed", RecordingID: "r", ConversationID: "c"},
+			want: `event: want one of "requested", `},
+		{name: "deleted without reason", ev: events.RecordingEvent{TS: 1, Event: events.RecordingDeleted, RecordingID: "r", ConversationID: "c"},
+			want: `reason: missing (required when event is "deleted")`},
+		{name: "subject token in id", ev: events.RecordingEvent{TS: 1, Event: events.RecordingStarted, RecordingID: "a.b", ConversationID: "c"},
+			want: `recordingId: must not contain '.' (got "a.b")`},
 	}
 	var logs runtimetest.LogBuffer
 	b := newBackend(t, "", slog.New(slog.NewTextHandler(&logs, nil)))

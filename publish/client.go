@@ -66,8 +66,15 @@ func (c *Client) Close() {
 
 // PublishJSON marshals v and publishes it to subject with msgID as its
 // Nats-Msg-Id, waiting at most the Client's timeout for the stream's
-// acknowledgement. An error is logged and returned; it never panics.
-func (c *Client) PublishJSON(ctx context.Context, subject string, v any, msgID string) (err error) {
+// acknowledgement. An error is logged and returned; it never panics. The
+// events of package events are published with their Payload's Encode
+// instead, which checks them against their schema.
+func (c *Client) PublishJSON(ctx context.Context, subject string, v any, msgID string) error {
+	return c.publish(ctx, subject, msgID, func() ([]byte, error) { return json.Marshal(v) })
+}
+
+// publish publishes what encode returns, as PublishJSON does.
+func (c *Client) publish(ctx context.Context, subject, msgID string, encode func() ([]byte, error)) (err error) {
 	if !c.Enabled() {
 		return nil
 	}
@@ -82,7 +89,7 @@ func (c *Client) PublishJSON(ctx context.Context, subject string, v any, msgID s
 			c.log.Error("publishing event", "subject", subject, "msg_id", msgID, "err", err)
 		}
 	}()
-	data, err := json.Marshal(v)
+	data, err := encode()
 	if err != nil {
 		return fmt.Errorf("encoding event for %s: %w", subject, err)
 	}
@@ -93,6 +100,11 @@ func (c *Client) PublishJSON(ctx context.Context, subject string, v any, msgID s
 		return fmt.Errorf("publishing to %s: %w", subject, err)
 	}
 	return nil
+}
+
+// bytesOf is an encode func for JSON encoded already.
+func bytesOf(data []byte) func() ([]byte, error) {
+	return func() ([]byte, error) { return data, nil }
 }
 
 // ErrNoMsgID is returned for a publish without a message ID: every event

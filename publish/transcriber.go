@@ -44,13 +44,14 @@ func NewTranscriber(client *Client, db *mongo.Database) (*Transcriber, error) {
 // either step. A publish error is returned after the segment is saved; the
 // caller may retry the whole call.
 func (t *Transcriber) SaveSegment(ctx context.Context, seg events.Segment) error {
-	if err := seg.Validate(); err != nil {
+	data, err := events.SegmentPayload.Encode(seg)
+	if err != nil {
 		return fmt.Errorf("saving segment %s: %w", seg.Key(), err)
 	}
 	if err := t.save(ctx, seg); err != nil {
 		return err
 	}
-	return t.client.PublishJSON(ctx, events.SegmentSubject, seg, seg.Key())
+	return t.client.publish(ctx, events.SegmentSubject, seg.Key(), bytesOf(data))
 }
 
 func (t *Transcriber) save(ctx context.Context, seg events.Segment) error {
@@ -73,8 +74,9 @@ func (t *Transcriber) save(ctx context.Context, seg events.Segment) error {
 // dropped by the stream.
 func (t *Transcriber) SessionEnded(ctx context.Context, conversationID, sessionID string, published int) error {
 	evt := events.SessionEnded{ConversationID: conversationID, SessionID: sessionID, PublishedSegments: published}
-	if err := evt.Validate(); err != nil {
+	data, err := events.SessionEndedPayload.Encode(evt)
+	if err != nil {
 		return fmt.Errorf("ending session %s: %w", sessionID, err)
 	}
-	return t.client.PublishJSON(ctx, events.SessionEndedSubject, evt, events.SessionEndedKey(conversationID, sessionID))
+	return t.client.publish(ctx, events.SessionEndedSubject, events.SessionEndedKey(conversationID, sessionID), bytesOf(data))
 }

@@ -220,12 +220,14 @@ func TestTranscriberRefusesBadInput(t *testing.T) {
 		err  error
 		want string
 	}{
-		{name: "segment", err: tr.SaveSegment(ctx, bad), want: "sessionId"},
-		{name: "session ended", err: tr.SessionEnded(ctx, "c 1", "s1", -1), want: "publishedSegments"},
+		{name: "segment", err: tr.SaveSegment(ctx, bad),
+			want: `saving segment s.1:0: payload: sessionId: must not contain '.' (got "s.1")`},
+		{name: "session ended", err: tr.SessionEnded(ctx, "c 1", "s1", -1),
+			want: `ending session s1: payload: conversationId: must not contain ' ' (got "c 1"); publishedSegments: want at least 0, got -1`},
 	}
 	for _, tt := range tests {
 		if tt.err == nil || !strings.Contains(tt.err.Error(), tt.want) {
-			t.Errorf("%s: err = %v, want it to name %s", tt.name, tt.err, tt.want)
+			t.Errorf("%s: err = %v, want it to contain %s", tt.name, tt.err, tt.want)
 		}
 	}
 	if got := len(storedSegments(t, db)); got != 0 {

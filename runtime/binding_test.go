@@ -12,8 +12,10 @@ import (
 )
 
 type event struct {
-	ID string `json:"id" required:"true"`
+	ID string `json:"id"`
 }
+
+var eventPayload = jetfn.MustPayload[event]([]byte(`{"type":"object","required":["id"],"properties":{"id":{"type":"string"}}}`))
 
 func (e *event) Validate() error {
 	if strings.ContainsAny(e.ID, ".*>") {
@@ -41,7 +43,7 @@ func TestAckAfterHandlerReturns(t *testing.T) {
 }
 
 // TestDeadLetterWithoutRetry covers both routes that must never retry:
-// a payload the JSON adapter refuses and a Permanent error.
+// a payload its Payload refuses and a Permanent error.
 func TestDeadLetterWithoutRetry(t *testing.T) {
 	tests := []struct {
 		name       string
@@ -49,19 +51,19 @@ func TestDeadLetterWithoutRetry(t *testing.T) {
 		result     error
 		wantReason string
 	}{
-		{name: "not JSON", payload: `{"id":`, wantReason: "decoding JSON"},
-		{name: "missing required field", payload: `{"other":1}`, wantReason: "missing required field id"},
-		{name: "null required field", payload: `{"id":null}`, wantReason: "missing required field id"},
-		{name: "case-variant key", payload: `{"ID":"a"}`, wantReason: "only in case"},
-		{name: "trailing data", payload: `{"id":"a"} {}`, wantReason: "trailing data"},
-		{name: "refused by Validate", payload: `{"id":"a.b"}`, wantReason: "subject token"},
+		{name: "not JSON", payload: `{"id":`, wantReason: "payload: not JSON at byte 6: ends before the value is complete"},
+		{name: "missing required field", payload: `{"other":1}`, wantReason: "payload: id: missing"},
+		{name: "null required field", payload: `{"id":null}`, wantReason: "payload: id: want a string, got null"},
+		{name: "case-variant key", payload: `{"ID":"a"}`, wantReason: `payload: id: missing (the payload has "ID"; names are case-sensitive)`},
+		{name: "trailing data", payload: `{"id":"a"} {}`, wantReason: "payload: trailing data at byte 11 after the JSON value"},
+		{name: "refused by Validate", payload: `{"id":"a.b"}`, wantReason: "payload: id holds a subject token"},
 		{name: "permanent error", payload: `{"id":"a"}`, result: jetfn.Permanent(errors.New("account closed")), wantReason: "account closed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			env := newEnv(t)
 			var calls int
-			h := jetfn.JSON(func(context.Context, jetfn.Msg, event) error {
+			h := eventPayload.Handler(func(context.Context, jetfn.Msg, event) error {
 				calls++
 				return tt.result
 			})

@@ -14,27 +14,27 @@ import (
 	"github.com/jetfn/jetfn/runtime"
 )
 
-// greeting is a function's event type: `required` keys must be present, and
-// Validate refuses the rest of what the contract forbids. Either failure
-// makes the message malformed: dead-lettered, never retried.
+// greeting is a function's event type. Its JSON Schema, in greetingPayload,
+// states every rule; a payload the schema refuses is malformed:
+// dead-lettered, never retried, with every problem as the reason.
 type greeting struct {
-	Name string `json:"name" required:"true"`
+	Name string `json:"name"`
 }
 
-func (g *greeting) Validate() error {
-	if g.Name == "" {
-		return fmt.Errorf("name is empty")
-	}
-	return nil
-}
+var greetingPayload = jetfn.MustPayload[greeting]([]byte(`{
+  "type": "object",
+  "required": ["name"],
+  "properties": {"name": {"type": "string", "minLength": 1}}
+}`))
 
 // newGreeter is a function's constructor: it gets its Deps once, at start.
 func newGreeter(deps jetfn.Deps) (jetfn.Handler, error) {
-	return jetfn.JSON(func(ctx context.Context, msg jetfn.Msg, g greeting) error {
+	return greetingPayload.Handler(func(ctx context.Context, msg jetfn.Msg, g greeting) error {
 		fmt.Printf("hello, %s (delivery %d)\n", g.Name, msg.NumDelivered)
-		// Publish the output with a message ID, so a redelivery cannot
-		// store it twice; returning nil then acks the input.
-		return deps.Publisher.Publish(ctx, "greetings.sent", []byte(g.Name), "greeting:"+g.Name)
+		// Key the output by the input (msg.ID is the same on every
+		// redelivery), so a redelivery cannot store it twice and two
+		// requests for the same name stay two; returning nil acks the input.
+		return deps.Publisher.Publish(ctx, "greetings.sent", []byte(g.Name), msg.ID())
 	}), nil
 }
 

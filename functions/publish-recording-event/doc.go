@@ -2,10 +2,11 @@
 // records the backend's recording events (recording.<event>) in Mongo and
 // tells everyone in the call, on conversation.<conversationId>.recording.
 //
-// For each event it validates the payload (events.RecordingEvent.Validate;
-// a refused one is dead-lettered, never retried), counts it into the
-// recording's document, stores it in the timeline and publishes the notice,
-// with <recordingId>:<event>:<ts> as the timeline _id and the Nats-Msg-Id.
+// For each event it decodes the payload with events.RecordingEventPayload
+// (one its schema refuses is dead-lettered, never retried, with every
+// problem as the reason), counts it into the recording's document, stores
+// it in the timeline and publishes the notice, with
+// <recordingId>:<event>:<ts> as the timeline _id and the Nats-Msg-Id.
 //
 // FerretDB has no transactions, so the recording document is kept right by
 // single-document updates that are each idempotent and commutative (see

@@ -2,7 +2,6 @@ package publishrecordingevent
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -50,7 +49,7 @@ func New(deps jetfn.Deps) (jetfn.Handler, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	f := &Function{store: newStore(deps.Mongo), locks: newRecordingLocks(), pub: deps.Publisher, log: log}
-	f.handler = jetfn.JSON(f.record)
+	f.handler = events.RecordingEventPayload.Handler(f.record)
 	return f, nil
 }
 
@@ -61,7 +60,8 @@ func CheckConfig(block jetfn.Config) error {
 	return block.Decode(&struct{}{})
 }
 
-// Handle decodes and validates the event, then records it.
+// Handle decodes the event with events.RecordingEventPayload, which
+// checks it, then records it.
 func (f *Function) Handle(ctx context.Context, msg jetfn.Msg) error {
 	return f.handler.Handle(ctx, msg)
 }
@@ -94,7 +94,7 @@ func (f *Function) record(ctx context.Context, msg jetfn.Msg, ev events.Recordin
 }
 
 func (f *Function) publish(ctx context.Context, ev events.RecordingEvent, notice events.RecordingNotice) error {
-	data, err := json.Marshal(notice)
+	data, err := events.RecordingNoticePayload.Encode(notice)
 	if err != nil {
 		return fmt.Errorf("encoding notice %s: %w", ev.MsgID(), err)
 	}

@@ -4,12 +4,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jetfn/jetfn"
 	"github.com/jetfn/jetfn/events"
 )
 
 // FuzzDecodeRecordingEvent runs arbitrary payloads through the function's
-// decode-and-validate path (jetfn.JSON with events.RecordingEvent): it
+// decode path (events.RecordingEventPayload, which its handler uses): it
 // must never panic, and what it accepts must make a safe subject and
 // Nats-Msg-Id. The seed corpus is kept in testdata/fuzz.
 func FuzzDecodeRecordingEvent(f *testing.F) {
@@ -17,7 +16,7 @@ func FuzzDecodeRecordingEvent(f *testing.F) {
 	f.Add([]byte(`{"ts":1700000000000,"event":"deleted","recordingId":"r1","conversationId":"c1","reason":"never-started","extra":{"a":[1,2]}}`))
 	f.Add([]byte(`{"ts":0,"event":"failed","recordingId":"r>1","conversationId":"c1"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ev, err := jetfn.DecodeJSON[events.RecordingEvent](data)
+		ev, err := events.RecordingEventPayload.Decode(data)
 		if err != nil {
 			return
 		}

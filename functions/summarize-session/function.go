@@ -2,7 +2,6 @@ package summarizesession
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"time"
@@ -17,8 +16,9 @@ const Name = "summarize-session"
 // Function handles transcription.session-ended events.
 //
 // Handle returns nil once the summary is stored and transcript.processed is
-// published, and the runtime acks. A malformed event (see
-// events.SessionEnded.Validate) is dead-lettered and never retried. A Mongo
+// published, and the runtime acks. An event that events.SessionEndedPayload
+// refuses is malformed: dead-lettered with the payload's problems as the
+// reason, and never retried. A Mongo
 // or publish failure, or a context cancelled during the quiet wait, is a
 // plain error: the runtime naks with backoff and the next delivery starts
 // again from the top, which is safe because both side effects are
@@ -53,7 +53,7 @@ func New(deps jetfn.Deps) (jetfn.Handler, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	f := &Function{cfg: cfg, store: newStore(deps.Mongo), pub: deps.Publisher, log: log, wait: sleep, now: time.Now}
-	f.handler = jetfn.JSON(f.summarize)
+	f.handler = events.SessionEndedPayload.Handler(f.summarize)
 	return f, nil
 }
 
@@ -88,11 +88,11 @@ func (f *Function) summarize(ctx context.Context, msg jetfn.Msg, evt events.Sess
 	return nil
 }
 
-// publishProcessed announces the stored summary. The Nats-Msg-Id is the
-// summary's key, so a repeated run inside the stream's duplicate window is
-// dropped by the stream.
+// publishProcessed announces the stored summary, encoded and checked by
+// its contract. The Nats-Msg-Id is the summary's key, so a repeated run
+// inside the stream's duplicate window is dropped by the stream.
 func (f *Function) publishProcessed(ctx context.Context, sum events.Summary) error {
-	data, err := json.Marshal(events.TranscriptProcessed{
+	data, err := events.TranscriptProcessedPayload.Encode(events.TranscriptProcessed{
 		ConversationID: sum.ConversationID, SessionID: sum.SessionID,
 		Segments: sum.Segments, Complete: sum.Complete,
 	})

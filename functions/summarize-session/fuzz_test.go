@@ -4,12 +4,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jetfn/jetfn"
 	"github.com/jetfn/jetfn/events"
 )
 
 // FuzzDecodeSessionEnded runs arbitrary payloads through the function's
-// decode-and-validate path (jetfn.JSON with events.SessionEnded): it must
+// decode path (events.SessionEndedPayload, which its handler uses): it must
 // never panic, and what it accepts must be safe to use as a key and a
 // Nats-Msg-Id. The seed corpus is kept in testdata/fuzz.
 func FuzzDecodeSessionEnded(f *testing.F) {
@@ -17,7 +16,7 @@ func FuzzDecodeSessionEnded(f *testing.F) {
 	f.Add([]byte(`{"conversationId":"c1","sessionId":"s1","publishedSegments":-1}`))
 	f.Add([]byte(`{"conversationId":"c.1","sessionId":"s1","publishedSegments":0}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ev, err := jetfn.DecodeJSON[events.SessionEnded](data)
+		ev, err := events.SessionEndedPayload.Decode(data)
 		if err != nil {
 			return
 		}

@@ -40,15 +40,23 @@ functions:
 
 // Greeting is the greeter's event: {"name": "..."}.
 type Greeting struct {
-	Name string `json:"name" required:"true"`
+	Name string `json:"name"`
 }
+
+// GreetingPayload is the greeter's contract: an object with a string name.
+var GreetingPayload = jetfn.MustPayload[Greeting]([]byte(`{
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "type": "object",
+  "required": ["name"],
+  "properties": {"name": {"type": "string"}}
+}`))
 
 // Greeter acks every greeting, except that the name "poison" is a permanent
 // failure (dead-lettered at once) and "flaky" fails every delivery (nak'd,
-// then dead-lettered on the last). A payload that is not a Greeting is
+// then dead-lettered on the last). A payload GreetingPayload refuses is
 // malformed: dead-lettered at once.
 var Greeter = jetfn.Function{Name: "greeter", New: func(jetfn.Deps) (jetfn.Handler, error) {
-	return jetfn.JSON(func(_ context.Context, _ jetfn.Msg, g Greeting) error {
+	return GreetingPayload.Handler(func(_ context.Context, _ jetfn.Msg, g Greeting) error {
 		switch g.Name {
 		case "poison":
 			return jetfn.Permanent(errors.New("poisoned greeting"))

@@ -22,9 +22,10 @@ import (
 	"github.com/jetfn/jetfn/runtime/runtimetest"
 )
 
-// Each README block says where it goes in the line before it: a file's
-// path alone ("`functions/greet/greet.go`:") is a new file; otherwise the
-// line names the file to add the block to.
+// Each README block says where it goes in the paragraph before it: a
+// file's path alone ("`functions/greet/greet.go`:") is a new file; otherwise
+// the paragraph names the file to add the block to (and, for the registry,
+// the package to import).
 const (
 	registryLabel = "`functions/registry.go`"
 	streamsLabel  = "under `streams:`"
@@ -61,7 +62,8 @@ func TestReadmeAddingAFunction(t *testing.T) {
 		_ = child.Process.Signal(os.Interrupt)
 		_ = child.Wait()
 		if t.Failed() {
-			t.Logf("jetfn run:\n%s", logs.String())
+			manifest, _ := os.ReadFile(manifestPath)
+			t.Logf("jetfn run:\n%s\nmanifest:\n%s", logs.String(), manifest)
 		}
 	})
 
@@ -126,21 +128,27 @@ func readmeBlocks(t *testing.T, path, heading string) []block {
 		section = section[:end]
 	}
 	var blocks []block
-	var cur []string
-	label, inBlock := "", false
+	var cur, paragraph []string
+	label, inBlock, ended := "", false, false
 	sc := bufio.NewScanner(strings.NewReader(section))
 	for sc.Scan() {
 		line := sc.Text()
 		switch {
 		case strings.HasPrefix(line, "```") && !inBlock:
 			inBlock, cur = true, nil
+			label, paragraph, ended = strings.Join(paragraph, " "), nil, false
 		case strings.HasPrefix(line, "```"):
 			inBlock = false
 			blocks = append(blocks, block{label: label, text: strings.Join(cur, "\n") + "\n"})
 		case inBlock:
 			cur = append(cur, line)
-		case strings.TrimSpace(line) != "":
-			label = strings.TrimSpace(line)
+		case strings.TrimSpace(line) == "":
+			ended = true // the paragraph stays the label of a block after it
+		default:
+			if ended {
+				paragraph, ended = nil, false
+			}
+			paragraph = append(paragraph, strings.TrimSpace(line))
 		}
 	}
 	if len(blocks) == 0 {
@@ -162,11 +170,18 @@ func apply(t *testing.T, dir string, blocks []block) {
 			}
 			writeFile(t, path, b.text)
 		case strings.Contains(b.label, registryLabel):
-			insertAfter(t, filepath.Join(dir, "functions", "registry.go"), "return []jetfn.Function{\n", b.text)
+			registry := filepath.Join(dir, "functions", "registry.go")
+			insertAfter(t, registry, "return []jetfn.Function{\n", b.text)
+			_, pkg, _ := strings.Cut(b.label, "import ")
+			insertAfter(t, registry, "import (\n", "\t\""+strings.Trim(strings.Fields(pkg)[0], "`):")+"\"\n")
 		case strings.Contains(b.label, streamsLabel):
 			insertAfter(t, manifestPath, "\nstreams:\n", b.text)
 		case strings.Contains(b.label, functionLabel):
 			insertAfter(t, manifestPath, "\nfunctions:\n", b.text)
+		case strings.Contains(b.text, "nats pub"):
+			// the commands a reader types; exchange reads them
+		default:
+			t.Fatalf("README block after %q says nowhere to go", b.label)
 		}
 	}
 }
