@@ -82,3 +82,91 @@ func (r *Report) writeGoalsMarkdown(w io.Writer) {
 		fmt.Fprintln(w, "| "+strings.Join(g.cells("**no**"), " | ")+" |")
 	}
 }
+
+// Target is one of issue 6's goals and whether this run met it.
+type Target struct {
+	Goal   string
+	Met    bool
+	Detail string // the worst case
+}
+
+// Targets checks the run against the goals. They are goals to report, not
+// assertions: a shared machine moves the numbers.
+func (r *Report) Targets() []Target {
+	noop := r.rows(WorkloadNoop)
+	e2e := r.rows(WorkloadSession)
+	allocRatio := func(r Row) float64 { return r.Jetfn.AllocsPerMsg / r.Base.AllocsPerMsg }
+	var out []Target
+	if budget := r.rows(WorkloadBudget); len(budget) > 0 {
+		out = append(out, check("same in-flight budget: throughput ≥ 0.95× raw", budget, Row.RateRatio, atLeast(0.95), "%.2f×"))
+	}
+	if len(noop) > 0 {
+		out = append(out,
+			check("derived prefetch vs raw's 500 buffer: throughput ≥ 0.9×", noop, Row.RateRatio, atLeast(0.9), "%.2f×"),
+			check("closed loop: p99 added latency < 0.5 ms", noop, Row.AddedP99Millis, below(0.5), "%+.2f ms"),
+			check("allocations per message ≤ 2× raw", noop, allocRatio, atMost(2), "%.2f×"))
+	}
+	if rate := r.rows(WorkloadRate); len(rate) > 0 {
+		out = append(out, check("open loop: p99 added latency ≤ 0.2 ms", rate, Row.AddedP99Millis, atMost(0.2), "%+.2f ms"))
+	}
+	if slow := r.rows(WorkloadSlow); len(slow) > 0 {
+		t := check("slow handler: 0 redeliveries", slow, func(r Row) float64 { return r.Jetfn.Redeliveries }, atMost(0), "%.0f")
+		t.Detail += fmt.Sprintf("; raw: %.0f", slow[0].Base.Redeliveries)
+		out = append(out, t)
+	}
+	if len(e2e) > 0 {
+		out = append(out, check("e2e throughput ≥ 0.9× bare", e2e, Row.RateRatio, atLeast(0.9), "%.2f×"))
+	}
+	return out
+}
+
+// goal says whether a value meets a target and which of two is worse.
+type goal struct {
+	meets func(v float64) bool
+	worse func(a, b float64) bool
+}
+
+func atLeast(limit float64) goal {
+	return goal{meets: func(v float64) bool { return v >= limit }, worse: func(a, b float64) bool { return a < b }}
+}
+
+func atMost(limit float64) goal {
+	return goal{meets: func(v float64) bool { return v <= limit }, worse: func(a, b float64) bool { return a > b }}
+}
+
+func below(limit float64) goal {
+	return goal{meets: func(v float64) bool { return v < limit }, worse: func(a, b float64) bool { return a > b }}
+}
+
+// check judges a goal by its worst row.
+func check(name string, rows []Row, value func(Row) float64, g goal, format string) Target {
+	w := rows[0]
+	for _, row := range rows[1:] {
+		if g.worse(value(row), value(w)) {
+			w = row
+		}
+	}
+	v := value(w)
+	return Target{Goal: name, Met: g.meets(v), Detail: fmt.Sprintf("worst: "+format+" at %s", v, w.Case())}
+}
+
+func (r *Report) rows(workload string) []Row {
+	var out []Row
+	for _, row := range r.Rows {
+		if row.Workload == workload {
+			out = append(out, row)
+		}
+	}
+	return out
+}
+
+// WriteTargets prints one line per target.
+func (r *Report) WriteTargets(w io.Writer) {
+	for _, t := range r.Targets() {
+		mark := "met   "
+		if !t.Met {
+			mark = "MISSED"
+		}
+		fmt.Fprintf(w, "%s  %s (%s)\n", mark, t.Goal, t.Detail)
+	}
+}
