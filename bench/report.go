@@ -39,7 +39,8 @@ func newRow(c caseKey, samples [2][]sample, cfg Config) Row {
 }
 
 // Case names the row: "noop 128B c=16", "budget 128B c=16 P=16",
-// "rate 128B c=16 5000/s", "slow 100ms c=1 ackWait 2s", "e2e c=8".
+// "rate 128B c=16 5000/s", "slow 100ms c=1 ackWait 2s ×1000",
+// "drain 128B c=1 ×20000", "e2e c=8".
 func (r Row) Case() string {
 	switch r.Workload {
 	case WorkloadSession:
@@ -50,6 +51,8 @@ func (r Row) Case() string {
 		return fmt.Sprintf("rate %s c=%d %.0f/s", sizeLabel(r.Size), r.Concurrency, r.cfg.Rate)
 	case WorkloadSlow:
 		return fmt.Sprintf("slow %s c=%d ackWait %s ×%d", r.cfg.SlowHandler, r.Concurrency, r.cfg.SlowAckWait, r.cfg.SlowMessages)
+	case WorkloadDrain:
+		return fmt.Sprintf("drain %s c=%d ×%d", sizeLabel(r.Size), r.Concurrency, r.cfg.DrainMessages)
 	}
 	return fmt.Sprintf("noop %s c=%d", sizeLabel(r.Size), r.Concurrency)
 }
@@ -60,19 +63,37 @@ func (r Row) RateRatio() float64 { return r.Jetfn.Rate / r.Base.Rate }
 // AddedP99Millis is how much jetfn adds to the p99 latency.
 func (r Row) AddedP99Millis() float64 { return r.Jetfn.P99Millis - r.Base.P99Millis }
 
-func (r Row) cells() []string {
+// AllocRatio and CPURatio are jetfn's per-message cost over the
+// baseline's.
+func (r Row) AllocRatio() float64 { return r.Jetfn.AllocsPerMsg / r.Base.AllocsPerMsg }
+func (r Row) CPURatio() float64   { return r.Jetfn.CPUMicros / r.Base.CPUMicros }
+
+// hasLatency is false for the drain rows: their messages wait in the
+// stream from before the consumer starts, so publish to ack is no latency.
+func (r Row) hasLatency() bool { return r.Workload != WorkloadDrain }
+
+func (r Row) latencyCells() []string {
 	b, j := r.Base, r.Jetfn
+	if !r.hasLatency() {
+		return []string{"-", "-", "-", "-", "-", "-", "-"}
+	}
 	return []string{
-		r.Case(), r.Baseline,
-		f0(b.Rate), f0(j.Rate), ratio(j.Rate, b.Rate),
 		f2(b.P50Millis), f2(j.P50Millis), ratio(j.P50Millis, b.P50Millis),
 		f2(b.P99Millis), f2(j.P99Millis), ratio(j.P99Millis, b.P99Millis), fmt.Sprintf("%+.2f", r.AddedP99Millis()),
+	}
+}
+
+func (r Row) cells() []string {
+	b, j := r.Base, r.Jetfn
+	cells := []string{r.Case(), r.Baseline, f0(b.Rate), f0(j.Rate), ratio(j.Rate, b.Rate)}
+	cells = append(cells, r.latencyCells()...)
+	return append(cells,
 		f1(b.CPUMicros), f1(j.CPUMicros), ratio(j.CPUMicros, b.CPUMicros),
 		f1(b.AllocsPerMsg), f1(j.AllocsPerMsg), ratio(j.AllocsPerMsg, b.AllocsPerMsg),
 		f0(b.BytesPerMsg), f0(j.BytesPerMsg),
 		f1(b.PeakRSSMB), f1(j.PeakRSSMB),
 		f0(b.Redeliveries), f0(j.Redeliveries),
-	}
+	)
 }
 
 var header = []string{
