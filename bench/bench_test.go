@@ -6,6 +6,7 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +32,7 @@ func TestRunSmall(t *testing.T) {
 	cfg.Sizes = []int{128}
 	cfg.Messages = func(int) int { return 300 }
 	cfg.RateMessages = 300
+	cfg.DrainMessages = 300
 	cfg.SlowMessages, cfg.SlowHandler, cfg.SlowAckWait, cfg.SlowLimit = 20, 20*time.Millisecond, time.Second, 10*time.Second
 	cfg.Sessions = []int{2}
 	cfg.SessionsPerRep = func(int) int { return 6 }
@@ -41,12 +43,12 @@ func TestRunSmall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(report.Rows) != 7 { // noop ×2, budget ×2, rate, slow, e2e
-		t.Fatalf("%d rows, want 7", len(report.Rows))
+	if len(report.Rows) != 9 { // noop ×2, budget ×2, rate, drain ×2, slow, e2e
+		t.Fatalf("%d rows, want 9", len(report.Rows))
 	}
 	for _, row := range report.Rows {
 		for _, s := range []Stats{row.Base, row.Jetfn} {
-			if s.Rate <= 0 || s.P99Millis <= 0 || s.AllocsPerMsg <= 0 || s.PeakRSSMB <= 0 {
+			if s.Rate <= 0 || s.AllocsPerMsg <= 0 || s.CPUMicros <= 0 || s.PeakRSSMB <= 0 || (row.hasLatency() && s.P99Millis <= 0) {
 				t.Errorf("%s: unmeasured figure in %+v", row.Case(), s)
 			}
 		}
@@ -61,6 +63,12 @@ func checkOutputs(t *testing.T, report *Report, profiles string) {
 	if err := report.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
+	table.WriteString("\n")
+	if err := report.WriteGoals(&table); err != nil {
+		t.Fatal(err)
+	}
+	table.WriteString("\n")
+	report.WriteTargets(&table)
 	t.Logf("\n%s", table.String())
 	var chart bytes.Buffer
 	if err := report.WriteChart(&chart); err != nil {
@@ -80,11 +88,60 @@ func checkOutputs(t *testing.T, report *Report, profiles string) {
 	if s := string(got); strings.Contains(s, "\nold\n") || !strings.Contains(s, "more prose") || !strings.Contains(s, "| e2e c=2 |") {
 		t.Errorf("doc section not replaced in place:\n%s", s)
 	}
-	if matches, _ := filepath.Glob(filepath.Join(profiles, "*.cpu.pprof")); len(matches) != 14 {
-		t.Errorf("%d CPU profiles, want one per child (14)", len(matches))
+	if matches, _ := filepath.Glob(filepath.Join(profiles, "*.cpu.pprof")); len(matches) != 18 {
+		t.Errorf("%d CPU profiles, want one per child (18)", len(matches))
 	}
-	if len(report.GoalRows()) != 6 {
-		t.Errorf("%d goal rows, want 6 (noop, budget, rate, slow)", len(report.GoalRows()))
+	if len(report.GoalRows()) != 9 {
+		t.Errorf("%d goal rows, want 9 (one per row)", len(report.GoalRows()))
+	}
+}
+
+// TestGoals judges made-up rows: which targets each row has and which it
+// misses.
+func TestGoals(t *testing.T) {
+	cfg := DefaultConfig()
+	stats := func(rate, cpu, allocs float64) Stats {
+		return Stats{Rate: rate, CPUMicros: cpu, AllocsPerMsg: allocs, P99Millis: 1, Latencies: 14250}
+	}
+	base := stats(1000, 10, 5)
+	tests := []struct {
+		name   string
+		row    Row
+		want   []string // GoalRow.Missed
+		target string
+	}{
+		{name: "noop at parity", row: Row{Workload: WorkloadNoop, Concurrency: 1, Size: 128, Base: base, Jetfn: base}, target: "≥ 0.95×"},
+		{name: "noop slow and costly", row: Row{Workload: WorkloadNoop, Concurrency: 1, Size: 128, Base: base, Jetfn: stats(940, 13.1, 7.6)},
+			want: []string{"msgs/s", "allocs", "CPU"}, target: "≥ 0.95×"},
+		{name: "drain c=1 judged on throughput", row: Row{Workload: WorkloadDrain, Concurrency: 1, Size: 128, Base: base, Jetfn: stats(900, 10, 5)},
+			want: []string{"msgs/s"}, target: "≥ 0.95×"},
+		{name: "drain c=16 shown, judged on cost", row: Row{Workload: WorkloadDrain, Concurrency: 16, Size: 128, Base: base, Jetfn: stats(500, 10, 8)},
+			want: []string{"allocs"}, target: "shown"},
+		{name: "slow not judged on cost", row: Row{Workload: WorkloadSlow, Concurrency: 1, Base: base, Jetfn: stats(1000, 50, 50)}, target: "jetfn 0"},
+		{name: "rate p99", row: Row{Workload: WorkloadRate, Concurrency: 16, Size: 128, Base: base, Jetfn: Stats{Rate: 1000, CPUMicros: 10, AllocsPerMsg: 5, P99Millis: 1.3, Latencies: 14250}},
+			want: []string{"p99"}, target: "≤ +0.20 ms"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.row.cfg = cfg
+			report := &Report{Rows: []Row{tt.row}, Config: cfg}
+			g := report.GoalRows()
+			if len(g) != 1 {
+				t.Fatalf("%d goal rows, want 1", len(g))
+			}
+			if !slices.Equal(g[0].Missed, tt.want) || g[0].Target != tt.target {
+				t.Errorf("missed %q, target %q; want %q, %q", g[0].Missed, g[0].Target, tt.want, tt.target)
+			}
+		})
+	}
+}
+
+// TestP99Basis: the rate case's p99 over 14,250 latencies has 142 above
+// it, 28.4 ms of traffic at 5,000/s.
+func TestP99Basis(t *testing.T) {
+	row := Row{Workload: WorkloadRate, Base: Stats{Latencies: 14250}, Jetfn: Stats{Latencies: 14250}, cfg: DefaultConfig()}
+	if got, want := p99Basis(row), "over 14250 msgs (142 above it = 28.4 ms of traffic)"; got != want {
+		t.Errorf("p99Basis = %q, want %q", got, want)
 	}
 }
 

@@ -47,6 +47,9 @@ type childSpec struct {
 	// and AckWait is then its consumer's ack wait.
 	Sleep   time.Duration `json:"sleep,omitempty"`
 	AckWait time.Duration `json:"ack_wait,omitempty"`
+	// Backlog says the stream holds the whole load before the consumer
+	// starts (see drain.go).
+	Backlog bool `json:"backlog,omitempty"`
 	// Profile, when set, is the path prefix of the child's profiles.
 	Profile string `json:"profile,omitempty"`
 }
@@ -99,7 +102,7 @@ func runChild(spec childSpec, in io.Reader, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	report, err := measure(spec.Profile, in, out)
+	report, err := measure(spec.Profile, !spec.Backlog, in, out)
 	cancel()
 	if werr := wait(); err == nil {
 		err = werr
@@ -148,13 +151,19 @@ func (s childSpec) work() work {
 }
 
 // measure brackets the load: counters and profiles from "ready" to "stop".
-func measure(profile string, in io.Reader, out io.Writer) (childReport, error) {
+// With collect it runs a GC first, so the start-up's garbage is not
+// collected on the load's time; a consumer on a backlog (see drain.go) is
+// measured without, since it takes messages from its first pull and a GC
+// would leave them uncounted for as long as it runs.
+func measure(profile string, collect bool, in io.Reader, out io.Writer) (childReport, error) {
 	stopCPU, err := startCPUProfile(profile)
 	if err != nil {
 		return childReport{}, err
 	}
 	var before, after goruntime.MemStats
-	goruntime.GC()
+	if collect {
+		goruntime.GC()
+	}
 	goruntime.ReadMemStats(&before)
 	cpuBefore := cpuTime()
 	fmt.Fprintln(out, "ready")

@@ -47,6 +47,14 @@ type Config struct {
 	SlowHandler     time.Duration
 	SlowAckWait     time.Duration
 	SlowLimit       time.Duration
+	// DrainMessages, when above 0, adds the backlog-drain cases: that many
+	// messages of DrainSize bytes are stored before the child starts, then
+	// drained by each of DrainConcurrencies workers, raw (500 buffer)
+	// against jetfn (derived), timed until the consumer's ack floor is the
+	// last stream sequence (see drain.go).
+	DrainMessages      int
+	DrainConcurrencies []int
+	DrainSize          int
 	// Sessions are the concurrent-session counts of the e2e cases; none
 	// skips e2e (and FerretDB).
 	Sessions []int
@@ -94,6 +102,9 @@ func DefaultConfig() Config {
 		SlowHandler:        100 * time.Millisecond,
 		SlowAckWait:        2 * time.Second,
 		SlowLimit:          150 * time.Second,
+		DrainMessages:      20000,
+		DrainConcurrencies: []int{1, 16},
+		DrainSize:          128,
 		Sessions:           []int{1, 8, 32},
 		SessionsPerRep:     func(int) int { return 48 },
 		SegmentsPerSession: 6,
@@ -109,8 +120,8 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("repetitions: %d is below 1", c.Repetitions))
 	}
 	grid := (c.Noop || c.Budget) && len(c.Concurrencies) > 0
-	if !grid && len(c.Sessions) == 0 && c.Rate <= 0 && c.SlowMessages <= 0 {
-		errs = append(errs, errors.New("noop, budget, sessions, rate and slowMessages: nothing to run"))
+	if !grid && len(c.Sessions) == 0 && c.Rate <= 0 && c.SlowMessages <= 0 && c.DrainMessages <= 0 {
+		errs = append(errs, errors.New("noop, budget, sessions, rate, slowMessages and drainMessages: nothing to run"))
 	}
 	if c.Budget && c.BudgetPrefetch == nil {
 		errs = append(errs, errors.New("budgetPrefetch: required for the budget cases"))
@@ -120,6 +131,9 @@ func (c Config) Validate() error {
 	}
 	if c.SlowMessages > 0 && (c.SlowConcurrency < 1 || c.SlowHandler <= 0 || c.SlowAckWait <= 0 || c.SlowLimit <= 0) {
 		errs = append(errs, errors.New("slowConcurrency, slowHandler, slowAckWait and slowLimit: required for the slow case"))
+	}
+	if c.DrainMessages > 0 && (c.DrainMessages < 2 || len(c.DrainConcurrencies) == 0 || c.DrainSize < 1) {
+		errs = append(errs, errors.New("drainMessages (≥ 2), drainConcurrencies and drainSize: required for the drain cases"))
 	}
 	if grid && (len(c.Sizes) == 0 || c.Messages == nil) {
 		errs = append(errs, errors.New("sizes and messages: required for the no-op and budget cases"))

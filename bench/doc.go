@@ -9,7 +9,9 @@
 // belong to one variant and no backlog carries over. The parent publishes
 // and times: it stamps each publish and watches the consumer's acks on
 // $JS.ACK.> (see load.go), which measures both variants the same way
-// without touching their code.
+// without touching their code. The drain case stores its whole backlog
+// before the child starts and times the consumer from its first ack to
+// the server's ack floor at the last message (see drain.go).
 //
 // Results come back as a Report: one row per case with medians and the
 // jetfn/baseline ratios, printable as a text table or a Markdown table, and

@@ -44,7 +44,7 @@ func (r *Report) writeResults(b *bytes.Buffer, chart, command string) {
 		time.Now().UTC().Format("2006-01-02"), command, r.Repetitions, r.Wall.Round(time.Second))
 	fmt.Fprintf(b, "Machine: %s.\n\n", r.Machine)
 	if goals := r.GoalRows(); len(goals) > 0 {
-		b.WriteString("The prefetch issue's goals, one row per case (medians; the slow case is one run each):\n\n")
+		b.WriteString("The goals, one row per case (medians; the slow case is one run each; allocs and CPU are jetfn's per-message cost over the baseline's):\n\n")
 		r.writeGoalsMarkdown(b)
 		b.WriteString("\nAll figures:\n\n")
 	}

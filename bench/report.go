@@ -39,7 +39,8 @@ func newRow(c caseKey, samples [2][]sample, cfg Config) Row {
 }
 
 // Case names the row: "noop 128B c=16", "budget 128B c=16 P=16",
-// "rate 128B c=16 5000/s", "slow 100ms c=1 ackWait 2s", "e2e c=8".
+// "rate 128B c=16 5000/s", "slow 100ms c=1 ackWait 2s ×1000",
+// "drain 128B c=1 ×20000", "e2e c=8".
 func (r Row) Case() string {
 	switch r.Workload {
 	case WorkloadSession:
@@ -50,6 +51,8 @@ func (r Row) Case() string {
 		return fmt.Sprintf("rate %s c=%d %.0f/s", sizeLabel(r.Size), r.Concurrency, r.cfg.Rate)
 	case WorkloadSlow:
 		return fmt.Sprintf("slow %s c=%d ackWait %s ×%d", r.cfg.SlowHandler, r.Concurrency, r.cfg.SlowAckWait, r.cfg.SlowMessages)
+	case WorkloadDrain:
+		return fmt.Sprintf("drain %s c=%d ×%d", sizeLabel(r.Size), r.Concurrency, r.cfg.DrainMessages)
 	}
 	return fmt.Sprintf("noop %s c=%d", sizeLabel(r.Size), r.Concurrency)
 }
@@ -60,19 +63,37 @@ func (r Row) RateRatio() float64 { return r.Jetfn.Rate / r.Base.Rate }
 // AddedP99Millis is how much jetfn adds to the p99 latency.
 func (r Row) AddedP99Millis() float64 { return r.Jetfn.P99Millis - r.Base.P99Millis }
 
-func (r Row) cells() []string {
+// AllocRatio and CPURatio are jetfn's per-message cost over the
+// baseline's.
+func (r Row) AllocRatio() float64 { return r.Jetfn.AllocsPerMsg / r.Base.AllocsPerMsg }
+func (r Row) CPURatio() float64   { return r.Jetfn.CPUMicros / r.Base.CPUMicros }
+
+// hasLatency is false for the drain rows: their messages wait in the
+// stream from before the consumer starts, so publish to ack is no latency.
+func (r Row) hasLatency() bool { return r.Workload != WorkloadDrain }
+
+func (r Row) latencyCells() []string {
 	b, j := r.Base, r.Jetfn
+	if !r.hasLatency() {
+		return []string{"-", "-", "-", "-", "-", "-", "-"}
+	}
 	return []string{
-		r.Case(), r.Baseline,
-		f0(b.Rate), f0(j.Rate), ratio(j.Rate, b.Rate),
 		f2(b.P50Millis), f2(j.P50Millis), ratio(j.P50Millis, b.P50Millis),
 		f2(b.P99Millis), f2(j.P99Millis), ratio(j.P99Millis, b.P99Millis), fmt.Sprintf("%+.2f", r.AddedP99Millis()),
+	}
+}
+
+func (r Row) cells() []string {
+	b, j := r.Base, r.Jetfn
+	cells := []string{r.Case(), r.Baseline, f0(b.Rate), f0(j.Rate), ratio(j.Rate, b.Rate)}
+	cells = append(cells, r.latencyCells()...)
+	return append(cells,
 		f1(b.CPUMicros), f1(j.CPUMicros), ratio(j.CPUMicros, b.CPUMicros),
 		f1(b.AllocsPerMsg), f1(j.AllocsPerMsg), ratio(j.AllocsPerMsg, b.AllocsPerMsg),
 		f0(b.BytesPerMsg), f0(j.BytesPerMsg),
 		f1(b.PeakRSSMB), f1(j.PeakRSSMB),
 		f0(b.Redeliveries), f0(j.Redeliveries),
-	}
+	)
 }
 
 var header = []string{
@@ -114,93 +135,5 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 	fmt.Fprintln(w, "|"+strings.Repeat("---|", 2)+strings.Repeat("--:|", len(header)-2))
 	for _, row := range r.Rows {
 		fmt.Fprintln(w, "| "+strings.Join(row.cells(), " | ")+" |")
-	}
-}
-
-// Target is one of issue 6's goals and whether this run met it.
-type Target struct {
-	Goal   string
-	Met    bool
-	Detail string // the worst case
-}
-
-// Targets checks the run against the goals. They are goals to report, not
-// assertions: a shared machine moves the numbers.
-func (r *Report) Targets() []Target {
-	noop := r.rows(WorkloadNoop)
-	e2e := r.rows(WorkloadSession)
-	allocRatio := func(r Row) float64 { return r.Jetfn.AllocsPerMsg / r.Base.AllocsPerMsg }
-	var out []Target
-	if budget := r.rows(WorkloadBudget); len(budget) > 0 {
-		out = append(out, check("same in-flight budget: throughput ≥ 0.95× raw", budget, Row.RateRatio, atLeast(0.95), "%.2f×"))
-	}
-	if len(noop) > 0 {
-		out = append(out,
-			check("derived prefetch vs raw's 500 buffer: throughput ≥ 0.9×", noop, Row.RateRatio, atLeast(0.9), "%.2f×"),
-			check("closed loop: p99 added latency < 0.5 ms", noop, Row.AddedP99Millis, below(0.5), "%+.2f ms"),
-			check("allocations per message ≤ 2× raw", noop, allocRatio, atMost(2), "%.2f×"))
-	}
-	if rate := r.rows(WorkloadRate); len(rate) > 0 {
-		out = append(out, check("open loop: p99 added latency ≤ 0.2 ms", rate, Row.AddedP99Millis, atMost(0.2), "%+.2f ms"))
-	}
-	if slow := r.rows(WorkloadSlow); len(slow) > 0 {
-		t := check("slow handler: 0 redeliveries", slow, func(r Row) float64 { return r.Jetfn.Redeliveries }, atMost(0), "%.0f")
-		t.Detail += fmt.Sprintf("; raw: %.0f", slow[0].Base.Redeliveries)
-		out = append(out, t)
-	}
-	if len(e2e) > 0 {
-		out = append(out, check("e2e throughput ≥ 0.9× bare", e2e, Row.RateRatio, atLeast(0.9), "%.2f×"))
-	}
-	return out
-}
-
-// goal says whether a value meets a target and which of two is worse.
-type goal struct {
-	meets func(v float64) bool
-	worse func(a, b float64) bool
-}
-
-func atLeast(limit float64) goal {
-	return goal{meets: func(v float64) bool { return v >= limit }, worse: func(a, b float64) bool { return a < b }}
-}
-
-func atMost(limit float64) goal {
-	return goal{meets: func(v float64) bool { return v <= limit }, worse: func(a, b float64) bool { return a > b }}
-}
-
-func below(limit float64) goal {
-	return goal{meets: func(v float64) bool { return v < limit }, worse: func(a, b float64) bool { return a > b }}
-}
-
-// check judges a goal by its worst row.
-func check(name string, rows []Row, value func(Row) float64, g goal, format string) Target {
-	w := rows[0]
-	for _, row := range rows[1:] {
-		if g.worse(value(row), value(w)) {
-			w = row
-		}
-	}
-	v := value(w)
-	return Target{Goal: name, Met: g.meets(v), Detail: fmt.Sprintf("worst: "+format+" at %s", v, w.Case())}
-}
-
-func (r *Report) rows(workload string) []Row {
-	var out []Row
-	for _, row := range r.Rows {
-		if row.Workload == workload {
-			out = append(out, row)
-		}
-	}
-	return out
-}
-
-// WriteTargets prints one line per target.
-func (r *Report) WriteTargets(w io.Writer) {
-	for _, t := range r.Targets() {
-		mark := "met   "
-		if !t.Met {
-			mark = "MISSED"
-		}
-		fmt.Fprintf(w, "%s  %s (%s)\n", mark, t.Goal, t.Detail)
 	}
 }

@@ -27,7 +27,11 @@ const (
 	WorkloadRate = "rate"
 	// WorkloadSlow: a sleeping handler and a short ack wait, on a backlog
 	// (Config.SlowMessages).
-	WorkloadSlow    = "slow"
+	WorkloadSlow = "slow"
+	// WorkloadDrain: the no-op function on a backlog stored before the
+	// consumer starts, raw's default 500 buffer against jetfn's derived
+	// prefetch (Config.DrainMessages).
+	WorkloadDrain   = "drain"
 	WorkloadSession = "e2e"
 )
 
@@ -115,6 +119,11 @@ func (r *runner) cases() []caseKey {
 	if r.cfg.Rate > 0 {
 		cases = append(cases, caseKey{workload: WorkloadRate, concurrency: r.cfg.RateConcurrency, size: r.cfg.RateSize})
 	}
+	if r.cfg.DrainMessages > 0 {
+		for _, c := range r.cfg.DrainConcurrencies {
+			cases = append(cases, caseKey{workload: WorkloadDrain, concurrency: c, size: r.cfg.DrainSize})
+		}
+	}
 	if r.cfg.SlowMessages > 0 {
 		cases = append(cases, caseKey{workload: WorkloadSlow, concurrency: r.cfg.SlowConcurrency})
 	}
@@ -168,6 +177,11 @@ func (r *runner) runSlowCase(ctx context.Context, c caseKey) (Row, error) {
 }
 
 func (r *runner) progressSample(c caseKey, variant string, rep int, s sample) {
+	if c.workload == WorkloadDrain {
+		r.progress("%-22s %-12s rep %d: %8.0f msgs/s  drained in %6.3f s  %6.1f µs CPU/msg  %5.1f allocs/msg  %d redelivered",
+			c.slug(), variant, rep+1, s.rate, s.elapsed.Seconds(), float64(s.cpuPerMsg)/1e3, s.allocsPerMsg, s.redeliveries)
+		return
+	}
 	r.progress("%-22s %-12s rep %d: %8.0f msgs/s  p50 %7.2f ms  p99 %7.2f ms  %6.1f µs CPU/msg  %5.1f allocs/msg  %d redelivered",
 		c.slug(), variant, rep+1, s.rate, ms(s.p50), ms(s.p99), float64(s.cpuPerMsg)/1e3, s.allocsPerMsg, s.redeliveries)
 }
@@ -206,6 +220,10 @@ func (r *runner) runRep(ctx context.Context, c caseKey, variant string, rep int)
 		Profile: profilePrefix(r.cfg.ProfileDir, variant, c, rep+1)}
 	if c.workload == WorkloadSlow {
 		spec.Sleep, spec.AckWait = r.cfg.SlowHandler, r.cfg.SlowAckWait
+	}
+	if c.workload == WorkloadDrain {
+		spec.Backlog = true
+		return r.measureDrain(ctx, spec, c.size)
 	}
 	return r.measureChild(ctx, spec, r.load(c))
 }

@@ -16,6 +16,8 @@ type sample struct {
 	// What the server and the ack observer saw (see loadResult).
 	redeliveries, redeliveredAcks, inProgress, acked int
 	elapsed                                          time.Duration
+	// latencies is how many publish-to-ack latencies p50 and p99 are over.
+	latencies int
 }
 
 func newSample(res loadResult, rep childReport, n int) sample {
@@ -28,7 +30,7 @@ func newSample(res loadResult, rep childReport, n int) sample {
 		cpuPerMsg:    rep.CPU / time.Duration(n),
 		peakRSSMB:    float64(rep.PeakRSSKB) / 1024,
 		redeliveries: res.redeliveries, redeliveredAcks: res.redeliveredAcks,
-		inProgress: res.inProgress, acked: res.acked, elapsed: res.elapsed,
+		inProgress: res.inProgress, acked: res.acked, elapsed: res.elapsed, latencies: len(lat),
 	}
 }
 
@@ -69,8 +71,12 @@ type Stats struct {
 	// Redeliveries are the server's (cumulative; see loadResult),
 	// RedeliveredAcks the acks of redelivered copies, InProgress the +WPI
 	// the consumer sent, Acked the messages acked at least once, Seconds
-	// the time from the first publish to the last ack.
+	// the time from the first publish to the last ack (the drain rows:
+	// from the first ack to the ack floor at the last message).
 	Redeliveries, RedeliveredAcks, InProgress, Acked, Seconds float64
+	// Latencies is how many messages P50Millis and P99Millis are over:
+	// those acked after warm-up; 0 in the drain rows, which have none.
+	Latencies float64
 }
 
 func medianStats(samples []sample) Stats {
@@ -94,5 +100,6 @@ func medianStats(samples []sample) Stats {
 		InProgress:      pick(func(s sample) float64 { return float64(s.inProgress) }),
 		Acked:           pick(func(s sample) float64 { return float64(s.acked) }),
 		Seconds:         pick(func(s sample) float64 { return s.elapsed.Seconds() }),
+		Latencies:       pick(func(s sample) float64 { return float64(s.latencies) }),
 	}
 }

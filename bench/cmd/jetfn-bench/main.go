@@ -32,14 +32,16 @@ func run() error {
 	flag.IntVar(&cfg.Window, "window", cfg.Window, "no-op messages in flight per worker (closed-loop publisher)")
 	flag.DurationVar(&cfg.Quiet, "quiet", cfg.Quiet, "summarize-session quiet period (0 counts twice back to back)")
 	flag.StringVar(&cfg.ProfileDir, "profile", "", "write CPU and allocation profiles of every child to this directory")
-	workloads := flag.String("workloads", "noop,budget,rate,e2e",
+	workloads := flag.String("workloads", "noop,budget,rate,drain,e2e",
 		"which workloads to run, comma-separated: noop (no-op function, raw's default 500 buffer vs jetfn's derived prefetch), "+
 			"budget (no-op with the same in-flight budget on both sides), rate (no-op under an open-loop publisher), "+
+			"drain (no-op on a backlog of -drain-messages stored before the consumer starts, c=1 and c=16), "+
 			"slow (a 100 ms handler on a 1,000-message backlog with a 2 s ack wait; takes about -slow-limit), e2e (summarize-session)")
 	budgetP := flag.Int("budget-prefetch", 0, "jetfn's prefetch P in the budget cases, raw gets PullMaxMessages(c+P) (default: P = c)")
 	flag.Float64Var(&cfg.Rate, "rate", cfg.Rate, "publish rate of the rate case, msgs/s")
 	flag.IntVar(&cfg.RateConcurrency, "rate-concurrency", cfg.RateConcurrency, "workers in the rate case")
 	flag.IntVar(&cfg.RateMessages, "rate-messages", cfg.RateMessages, "messages per repetition of the rate case")
+	flag.IntVar(&cfg.DrainMessages, "drain-messages", cfg.DrainMessages, "backlog of each drain case, 128 B messages (scaled by -scale)")
 	slowMessages := flag.Int("slow-messages", 1000, "backlog of the slow case")
 	flag.DurationVar(&cfg.SlowLimit, "slow-limit", cfg.SlowLimit, "cut-off of the slow case (raw handles duplicates for minutes)")
 	flag.Func("concurrency", "no-op worker counts, comma-separated (default 1,16,64)", intList(&cfg.Concurrencies))
@@ -76,7 +78,7 @@ func selectWorkloads(cfg *bench.Config, list string, slowMessages int) error {
 	for w := range strings.SplitSeq(list, ",") {
 		w = strings.TrimSpace(w)
 		switch w {
-		case bench.WorkloadNoop, bench.WorkloadBudget, bench.WorkloadRate, bench.WorkloadSlow, bench.WorkloadSession:
+		case bench.WorkloadNoop, bench.WorkloadBudget, bench.WorkloadRate, bench.WorkloadDrain, bench.WorkloadSlow, bench.WorkloadSession:
 			on[w] = true
 		default:
 			return fmt.Errorf("-workloads: unknown workload %q", w)
@@ -85,6 +87,9 @@ func selectWorkloads(cfg *bench.Config, list string, slowMessages int) error {
 	cfg.Noop, cfg.Budget = on[bench.WorkloadNoop], on[bench.WorkloadBudget]
 	if !on[bench.WorkloadRate] {
 		cfg.Rate = 0
+	}
+	if !on[bench.WorkloadDrain] {
+		cfg.DrainMessages = 0
 	}
 	if on[bench.WorkloadSlow] {
 		cfg.SlowMessages = slowMessages
@@ -120,6 +125,7 @@ func applyScale(cfg *bench.Config, scale float64) {
 	messages, sessions := cfg.Messages, cfg.SessionsPerRep
 	cfg.Messages = func(c int) int { return max(200, int(float64(messages(c))*scale)) }
 	cfg.RateMessages = max(200, int(float64(cfg.RateMessages)*scale))
+	cfg.DrainMessages = max(200, int(float64(cfg.DrainMessages)*scale))
 	cfg.SessionsPerRep = func(c int) int { return max(2*c, int(float64(sessions(c))*scale)) }
 }
 
