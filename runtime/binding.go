@@ -14,7 +14,7 @@ import (
 
 // binding is one function bound to its durable consumer in this process.
 //
-// One puller fetches messages into a buffer and `concurrency` workers handle
+// One puller (pull.go) requests messages into a buffer and `concurrency` workers handle
 // them. The puller asks for no more than concurrency plus the prefetch
 // allowance, and a keeper sends InProgress for buffered messages as for
 // running ones, so a message never waits in the buffer long enough to be
