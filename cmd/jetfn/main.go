@@ -12,9 +12,6 @@ import (
 	"syscall"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
-
 // command is one subcommand of jetfn.
 type command struct {
 	name    string
@@ -33,7 +30,7 @@ func commands() []command {
 		{"status", "show every running function instance: counters, pending, last error (--watch, --json)", cmdStatus},
 		{"dlq", "list, show and replay dead letters: `dlq ls`, `dlq show SEQ`, `dlq replay SEQ|--function F|--all`", cmdDLQ},
 		{"simulate", "play a publisher against a stack: `simulate call` or `simulate recording`", cmdSimulate},
-		{"version", "print the version", cmdVersion},
+		{"version", "print the module version and the VCS revision it was built from", cmdVersion},
 	}
 }
 
@@ -111,13 +108,5 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	if fs.NArg() > 0 {
 		return usageError(fmt.Errorf("unexpected argument %q", fs.Arg(0)))
 	}
-	return nil
-}
-
-func cmdVersion(_ context.Context, args []string, out, errOut io.Writer) error {
-	if err := parseFlags(newFlags("version", "version", errOut), args); err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "jetfn %s\n", version)
 	return nil
 }

@@ -15,7 +15,7 @@ func TestExitCodes(t *testing.T) {
 		wantCode int
 		wantOut  string
 	}{
-		{name: "version", args: []string{"version"}, wantCode: 0, wantOut: "jetfn dev"},
+		{name: "version says how it was built", args: []string{"version"}, wantCode: 0, wantOut: "jetfn (devel)\nrevision unknown: built without VCS stamping"},
 		{name: "help", args: []string{"run", "--help"}, wantCode: 0, wantOut: "Usage: jetfn run"},
 		{name: "unknown command", args: []string{"deploy-all"}, wantCode: 2, wantOut: `unknown command "deploy-all"`},
 		{name: "missing settings name every variable", args: []string{"run"},
