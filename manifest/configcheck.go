@@ -13,40 +13,52 @@ import (
 // CheckConfigs runs the CheckConfig of every function m binds on its
 // config block, so `jetfn check`, deploy and a live Apply refuse a typo or a
 // bad value that would otherwise surface only when the constructor runs. It
-// reports every problem at once (ErrInvalidConfig), each a *Problem with the
-// key inside the block and its manifest line:
+// reports every problem at once (ErrInvalidConfig), each prefixed with the
+// function like Validate's problems and carrying its manifest line:
 //
-//	line 45: functions[0] (summarize-session).config.quiett: unknown key; did you mean quiet?
+//	functions[0] (summarize-session).config: line 45: quiett: unknown key; did you mean quiet?
 //
-// It touches no server. A name no function has, and a function without a
+// (Inspect reports the same problems as file:line: key: problem.) It
+// touches no server. A name no function has, and a function without a
 // CheckConfig, are skipped: the first is Validate's to report.
 func CheckConfigs(m *Manifest, functions []jetfn.Function) error {
-	errs := m.checkConfigs(functions)
+	var errs []error
+	m.eachConfigProblem(functions, func(i int, spec FunctionSpec, err error) {
+		errs = append(errs, fmt.Errorf("functions[%d] (%s).config: %w", i, spec.Name, err))
+	})
 	if len(errs) == 0 {
 		return nil
 	}
 	return fmt.Errorf("%w:\n%w", ErrInvalidConfig, errors.Join(errs...))
 }
 
+// checkConfigs is CheckConfigs' problems as Problems, for Inspect.
 func (m *Manifest) checkConfigs(functions []jetfn.Function) []error {
+	var errs []error
+	m.eachConfigProblem(functions, func(i int, spec FunctionSpec, err error) {
+		errs = append(errs, m.configProblem(at("functions").index(i, spec.Name).key("config"), err))
+	})
+	return errs
+}
+
+// eachConfigProblem calls fn with every problem the functions' checks find
+// in their config blocks.
+func (m *Manifest) eachConfigProblem(functions []jetfn.Function, fn func(i int, spec FunctionSpec, err error)) {
 	checks := make(map[string]func(jetfn.Config) error, len(functions))
 	for _, f := range functions {
 		if f.CheckConfig != nil {
 			checks[f.Name] = f.CheckConfig
 		}
 	}
-	var errs []error
 	for i, spec := range m.Functions {
 		check, ok := checks[spec.Name]
 		if !ok {
 			continue
 		}
-		cat := at("functions").index(i, spec.Name).key("config")
 		for _, p := range problems.Split(check(spec.Config)) {
-			errs = append(errs, m.configProblem(cat, p))
+			fn(i, spec, p)
 		}
 	}
-	return errs
 }
 
 // configProblem places one problem of a config block: a *jetfn.ConfigError

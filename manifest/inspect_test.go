@@ -79,13 +79,14 @@ func TestParseListsEveryDecodingProblem(t *testing.T) {
 	}
 }
 
-// TestInspectEveryStage: a key typo, a rule broken, a config typo and a
-// short duplicate window come out of one Inspect, in line order, each with
-// the file and its line.
+// TestInspectEveryStage: a key typo, a rule broken, a config typo, a config
+// value of the wrong kind (in words, not Go types) and a short duplicate
+// window come out of one Inspect, in line order, each with the file and its
+// line.
 func TestInspectEveryStage(t *testing.T) {
 	text := replace("    concurrency: 4", "    concurency: 4")(
 		replace("version: 1.0.0", "version: v1")(
-			replace("      quiet: 2s", "      quiett: 2s")(
+			replace("      quiet: 2s", "      quiett: 2s\n      maxRounds: many")(
 				replace(`subjects: ["transcription.>", "transcript.>"]`, `subjects: ["transcription.>", "transcript.>"]`+"\n    duplicates: 1m")(
 					validManifest + "    outputs: [{subject: transcript.processed, stream: TRANSCRIPTION}]\n"))))
 	fns := []jetfn.Function{checkedFunction("summarize-session")}
@@ -101,6 +102,7 @@ func TestInspectEveryStage(t *testing.T) {
 		"app.yaml:10: functions[0] (summarize-session).version: \"v1\" is not a SemVer version such as 1.0.0",
 		"app.yaml:17: functions[0] (summarize-session).concurency: unknown key; did you mean concurrency?",
 		"app.yaml:19: functions[0] (summarize-session).config.quiett: unknown key; the keys are maxRounds, retry",
+		"app.yaml:20: functions[0] (summarize-session).config.maxRounds: many is not a whole number",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("problems (-want +got):\n%s", diff)
