@@ -3,6 +3,8 @@ package manifest
 import (
 	"errors"
 	"fmt"
+	"regexp"
+	"strings"
 
 	"github.com/jetfn/jetfn"
 	"github.com/jetfn/jetfn/internal/problems"
@@ -16,27 +18,107 @@ import (
 //
 //	functions[0] (summarize-session).config: line 45: quiett: unknown key; did you mean quiet?
 //
-// It touches no server. A name no function has, and a function without a
+// (Inspect reports the same problems as file:line: key: problem.) It
+// touches no server. A name no function has, and a function without a
 // CheckConfig, are skipped: the first is Validate's to report.
 func CheckConfigs(m *Manifest, functions []jetfn.Function) error {
+	var errs []error
+	m.eachConfigProblem(functions, func(i int, spec FunctionSpec, err error) {
+		errs = append(errs, fmt.Errorf("functions[%d] (%s).config: %w", i, spec.Name, err))
+	})
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w:\n%w", ErrInvalidConfig, errors.Join(errs...))
+}
+
+// checkConfigs is CheckConfigs' problems as Problems, for Inspect.
+func (m *Manifest) checkConfigs(functions []jetfn.Function) []error {
+	var errs []error
+	m.eachConfigProblem(functions, func(i int, spec FunctionSpec, err error) {
+		errs = append(errs, m.configProblem(at("functions").index(i, spec.Name).key("config"), err))
+	})
+	return errs
+}
+
+// eachConfigProblem calls fn with every problem the functions' checks find
+// in their config blocks.
+func (m *Manifest) eachConfigProblem(functions []jetfn.Function, fn func(i int, spec FunctionSpec, err error)) {
 	checks := make(map[string]func(jetfn.Config) error, len(functions))
 	for _, f := range functions {
 		if f.CheckConfig != nil {
 			checks[f.Name] = f.CheckConfig
 		}
 	}
-	var errs []error
 	for i, spec := range m.Functions {
 		check, ok := checks[spec.Name]
 		if !ok {
 			continue
 		}
 		for _, p := range problems.Split(check(spec.Config)) {
-			errs = append(errs, fmt.Errorf("functions[%d] (%s).config: %w", i, spec.Name, p))
+			fn(i, spec, p)
 		}
 	}
-	if len(errs) == 0 {
-		return nil
+}
+
+// configProblem places one problem of a config block: a *jetfn.ConfigError
+// carries its key and line (none when a default broke a rule: then the
+// block's line); any other error is the block's.
+func (m *Manifest) configProblem(cat place, err error) *Problem {
+	var ce *jetfn.ConfigError
+	if !errors.As(err, &ce) {
+		return m.problem(cat, err)
 	}
-	return fmt.Errorf("%w:\n%w", ErrInvalidConfig, errors.Join(errs...))
+	kat := cat
+	if ce.Key != "" {
+		kat = cat.key(ce.Key)
+	}
+	line := ce.Line
+	if line == 0 {
+		line = m.lineOf(cat.path)
+	}
+	return m.problemAt(kat, line, plainTypeError(ce.Err))
+}
+
+// yamlTypeError is yaml.v3's message for a value of the wrong kind, which
+// names the Go type: "cannot unmarshal !!str `soon` into time.Duration", or
+// "cannot unmarshal !!seq into int" for a list.
+var yamlTypeError = regexp.MustCompile("^cannot unmarshal !!(\\w+)(?: `(.*)`)? into (\\S+)$")
+
+// plainTypeError says what yaml.v3's type errors mean in manifest words;
+// other errors are kept as they are (with their sentinels).
+func plainTypeError(err error) error {
+	match := yamlTypeError.FindStringSubmatch(err.Error())
+	if match == nil {
+		return err
+	}
+	tag, value, want := match[1], match[2], wantFor(match[3])
+	switch {
+	case match[3] == "time.Duration" && (tag == "int" || tag == "float"):
+		return fmt.Errorf("%s has no unit; durations need a unit: %ss", value, value)
+	case tag == "seq":
+		return fmt.Errorf("want %s, not a list", want)
+	case tag == "map":
+		return fmt.Errorf("want %s, not keys and values", want)
+	}
+	return fmt.Errorf("%s is not %s", quote(value), want)
+}
+
+// wantFor says what a Go type yaml.v3 named takes, in manifest words.
+func wantFor(goType string) string {
+	switch {
+	case goType == "time.Duration":
+		return "a duration such as 500ms, 6s, 2m or 24h"
+	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "uint"):
+		return "a whole number"
+	case strings.HasPrefix(goType, "float"):
+		return "a number"
+	case goType == "bool":
+		return "true or false"
+	case goType == "string":
+		return "a single value"
+	case strings.HasPrefix(goType, "[]"):
+		return "a list"
+	}
+	return "keys and values (key: value)"
 }

@@ -3,6 +3,7 @@ package manifest
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -78,15 +79,26 @@ func (m *Manifest) Horizons() []Horizon {
 
 // CheckDuplicateWindows returns an ErrShortWindow error for every output
 // stream whose duplicate window is shorter than twice the horizon of a
-// function that publishes to it.
+// function that publishes to it, each a *Problem at the stream's
+// duplicates.
 func (m *Manifest) CheckDuplicateWindows() error {
+	return errors.Join(m.shortWindows()...)
+}
+
+func (m *Manifest) shortWindows() []error {
 	var errs []error
 	for _, h := range m.Horizons() {
 		if h.Window < h.MinWindow() {
-			errs = append(errs, fmt.Errorf("%w: %s", ErrShortWindow, h.explain()))
+			errs = append(errs, m.problem(m.streamAt(h.Stream).key("duplicates"), fmt.Errorf("%w: %s", ErrShortWindow, h.explain())))
 		}
 	}
-	return errors.Join(errs...)
+	return errs
+}
+
+// streamAt is the place of the stream declared as name.
+func (m *Manifest) streamAt(name string) place {
+	i := slices.IndexFunc(m.Streams, func(s StreamSpec) bool { return s.Name == name })
+	return at("streams").index(i, name)
 }
 
 func (h Horizon) explain() string {
@@ -114,7 +126,7 @@ func (m *Manifest) OutputStreamWarnings() []string {
 				continue
 			}
 			seen[s.Name] = true
-			out = append(out, fmt.Sprintf("stream %s (output of %s): maxMsgs %d / maxBytes %d discard the oldest "+
+			out = append(out, location(m.file, m.lineOf(m.streamAt(s.Name).path))+fmt.Sprintf("stream %s (output of %s): maxMsgs %d / maxBytes %d discard the oldest "+
 				"messages; the server rebuilds its message-ID memory after a restart only from messages still "+
 				"stored, so an output discarded within the %s duplicate window could be stored again by a "+
 				"redelivery. Keep the limits above what the window holds, or leave them unlimited (0).",

@@ -4,8 +4,13 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
 	"os"
+	"reflect"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/jetfn/jetfn"
@@ -23,6 +28,12 @@ type Manifest struct {
 	// Digest identifies the manifest's bytes; it is published in every
 	// function's micro metadata so operators can tell which revision runs.
 	Digest string `yaml:"-"`
+
+	// file and root place problems: the file the manifest was read from
+	// (empty for bytes from elsewhere) and its parsed YAML tree, whose
+	// lines are the file's. A Manifest built in Go has neither.
+	file string
+	root *yaml.Node
 }
 
 // DeadLetterSpec says where poison messages go: to SubjectPrefix.<function>
@@ -131,33 +142,101 @@ const (
 	DefaultMaxPayload = 1 << 20
 )
 
-// Load reads and parses the manifest at path. It does not validate
-// it against a registry; call Validate for that.
+// Load reads and parses the manifest at path; every problem it reports
+// names the file and the line. It does not validate it against a registry;
+// call Validate for that, or Inspect for every check at once.
 func Load(path string) (*Manifest, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading manifest: %w", err)
 	}
-	m, err := Parse(raw)
-	if err != nil {
-		return nil, fmt.Errorf("manifest %s: %w", path, err)
+	return parseStrict(path, raw)
+}
+
+// Parse decodes a manifest strictly and fills in defaults. Every unknown or
+// repeated key and every value of the wrong kind is reported at once
+// (ErrInvalidManifest), each with its line: "line 16:
+// functions[0] (summarize-session).concurency: unknown key; did you mean
+// concurrency?".
+func Parse(raw []byte) (*Manifest, error) {
+	return parseStrict("", raw)
+}
+
+func parseStrict(file string, raw []byte) (*Manifest, error) {
+	m, problems := decodeManifest(file, raw)
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("%w:\n%w", ErrInvalidManifest, errors.Join(problems...))
 	}
 	return m, nil
 }
 
-// Parse decodes a manifest strictly (an unknown key is an error that
-// names the key and its line) and fills in defaults.
-func Parse(raw []byte) (*Manifest, error) {
-	dec := yaml.NewDecoder(bytes.NewReader(raw))
-	dec.KnownFields(true)
-	var m Manifest
-	if err := dec.Decode(&m); err != nil {
-		return nil, fmt.Errorf("parsing manifest: %w", err)
+// decodeManifest decodes as much of raw as it can and lists every problem
+// on the way; the manifest is nil only when raw is not YAML at all. The
+// manifest keeps its tree, so later checks can name lines too.
+func decodeManifest(file string, raw []byte) (*Manifest, []error) {
+	m := &Manifest{file: file}
+	root, err := parseYAML(raw)
+	if err != nil {
+		return nil, []error{m.problemAt(place{}, syntaxErrorLine(raw), withHint(err))}
+	}
+	d := &decoder{m: m}
+	if root != nil {
+		m.root = root
+		d.decode(root, reflect.ValueOf(m).Elem(), place{})
 	}
 	sum := sha256.Sum256(raw)
 	m.Digest = hex.EncodeToString(sum[:6])
 	m.applyDefaults()
-	return &m, nil
+	return m, d.problems
+}
+
+// parseYAML is the document's top node; nil for an empty document.
+func parseYAML(raw []byte) (*yaml.Node, error) {
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("%w: %s", errNotYAML, strings.TrimPrefix(yamlLine.ReplaceAllString(err.Error(), ""), "yaml: "))
+	}
+	if len(doc.Content) == 0 {
+		return nil, nil
+	}
+	return doc.Content[0], nil
+}
+
+// yamlLine is the "line N: " yaml.v3 puts in its syntax errors. It is
+// often not the line at fault: yaml.v3 names where the enclosing block
+// began, so a bad indent on line 4 reads "line 1"; syntaxErrorLine finds
+// the real one.
+var yamlLine = regexp.MustCompile(`line \d+: `)
+
+// syntaxErrorLine is the first line at which raw stops being YAML: the
+// length of the shortest prefix of whole lines that does not parse.
+func syntaxErrorLine(raw []byte) int {
+	lines := bytes.SplitAfter(raw, []byte("\n"))
+	for n := 1; n <= len(lines); n++ {
+		if _, perr := parseYAML(bytes.Join(lines[:n], nil)); perr != nil {
+			return n
+		}
+	}
+	return 0 // every prefix parses: only the whole fails, and yaml.v3 says why
+}
+
+// withHint adds what usually causes yaml.v3's terser syntax errors.
+func withHint(err error) error {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "tab character"):
+		return fmt.Errorf("%w (YAML indents with spaces only)", err)
+	case strings.Contains(msg, "cannot start any token"):
+		return fmt.Errorf("%w (a tab? YAML indents with spaces only)", err)
+	case strings.Contains(msg, "did not find expected key"), strings.Contains(msg, "did not find expected '-' indicator"),
+		strings.Contains(msg, "mapping values are not allowed"):
+		return fmt.Errorf("%w (check this line's indentation against the lines above)", err)
+	}
+	return err
 }
 
 func (m *Manifest) applyDefaults() {

@@ -18,64 +18,72 @@ var semVer = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)` +
 var natsName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
 // Validate checks the manifest against itself and against the functions
-// compiled into this binary. It reports every problem at once, each naming
-// the field, so one run of `jetfn check` shows everything to fix.
+// compiled into this binary. It reports every problem at once, each a
+// *Problem naming the field and, for a parsed manifest, its line, so one run
+// of `jetfn check` shows everything to fix.
 func (m *Manifest) Validate(known []string) error {
-	var errs []error
-	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	m.validateStreams(add)
-	m.validateDeadLetter(add)
-	m.validateFunctions(known, add)
+	errs := m.validate(known)
 	if len(errs) == 0 {
 		return nil
 	}
 	return fmt.Errorf("%w:\n%w", ErrInvalidManifest, errors.Join(errs...))
 }
 
-type problemFunc func(format string, args ...any)
+func (m *Manifest) validate(known []string) []error {
+	var errs []error
+	add := func(p place, format string, args ...any) {
+		errs = append(errs, m.problem(p, fmt.Errorf(format, args...)))
+	}
+	m.validateStreams(add)
+	m.validateDeadLetter(add)
+	m.validateFunctions(known, add)
+	return errs
+}
+
+type problemFunc func(p place, format string, args ...any)
 
 func (m *Manifest) validateStreams(add problemFunc) {
 	if len(m.Streams) == 0 {
-		add("streams: at least one stream is required")
+		add(at("streams"), "at least one stream is required")
 	}
 	seen := map[string]bool{}
 	for i, s := range m.Streams {
-		at := fmt.Sprintf("streams[%d] (%s)", i, s.Name)
+		sat := at("streams").index(i, s.Name)
 		switch {
 		case s.Name == "":
-			add("streams[%d].name: required", i)
+			add(sat.key("name"), "required")
 		case !natsName.MatchString(s.Name):
-			add("%s.name: %q may hold only letters, digits, - and _", at, s.Name)
+			add(sat.key("name"), "%q may hold only letters, digits, - and _", s.Name)
 		case seen[s.Name]:
-			add("%s.name: declared twice", at)
+			add(sat.key("name"), "declared twice")
 		}
 		seen[s.Name] = true
 		if len(s.Subjects) == 0 {
-			add("%s.subjects: at least one subject is required", at)
+			add(sat.key("subjects"), "at least one subject is required")
 		}
 		for _, subj := range s.Subjects {
 			if err := checkSubject(subj); err != nil {
-				add("%s.subjects: %v", at, err)
+				add(sat.key("subjects"), "%v", err)
 			}
 		}
 		if s.Storage != "file" && s.Storage != "memory" {
-			add("%s.storage: %q is not file or memory", at, s.Storage)
+			add(sat.key("storage"), "%q is not file or memory", s.Storage)
 		}
 		if s.Replicas < 1 || s.Replicas > 5 {
-			add("%s.replicas: %d is not between 1 and 5", at, s.Replicas)
+			add(sat.key("replicas"), "%d is not between 1 and 5", s.Replicas)
 		}
 		if s.Duplicates < 0 || s.MaxAge < 0 {
-			add("%s: duplicates and maxAge must not be negative", at)
+			add(sat, "duplicates and maxAge must not be negative")
 		}
 		if s.MaxAge > 0 && s.Duplicates > s.MaxAge {
-			add("%s.duplicates: %s is longer than maxAge %s: a message expires before its ID's window ends, "+
-				"and a restarted server forgets the ID with it", at, s.Duplicates, s.MaxAge)
+			add(sat.key("duplicates"), "%s is longer than maxAge %s: a message expires before its ID's window ends, "+
+				"and a restarted server forgets the ID with it", s.Duplicates, s.MaxAge)
 		}
 		if !slices.Contains([]string{"", "limits", "interest", "workqueue"}, s.Retention) {
-			add("%s.retention: %q is not limits, interest or workqueue", at, s.Retention)
+			add(sat.key("retention"), "%q is not limits, interest or workqueue", s.Retention)
 		}
 		if s.MaxMsgs < 0 || s.MaxBytes < 0 {
-			add("%s: maxMsgs and maxBytes must not be negative (0 is unlimited)", at)
+			add(sat, "maxMsgs and maxBytes must not be negative (0 is unlimited)")
 		}
 	}
 	m.validateStreamOverlap(add)
@@ -85,11 +93,13 @@ func (m *Manifest) validateStreams(add problemFunc) {
 // subject; the server refuses them too, but only at start-up.
 func (m *Manifest) validateStreamOverlap(add problemFunc) {
 	for i, a := range m.Streams {
-		for _, b := range m.Streams[i+1:] {
+		for j := i + 1; j < len(m.Streams); j++ {
+			b := m.Streams[j]
+			bat := at("streams").index(j, b.Name).key("subjects").labelled(fmt.Sprintf("streams (%s, %s)", a.Name, b.Name))
 			for _, sa := range a.Subjects {
 				for _, sb := range b.Subjects {
 					if SubjectsOverlap(sa, sb) {
-						add("streams (%s, %s): subjects %s and %s overlap; a message would belong to both", a.Name, b.Name, sa, sb)
+						add(bat, "subjects %s and %s overlap; a message would belong to both", sa, sb)
 					}
 				}
 			}
@@ -100,17 +110,17 @@ func (m *Manifest) validateStreamOverlap(add problemFunc) {
 func (m *Manifest) validateDeadLetter(add problemFunc) {
 	dl, ok := m.Stream(m.DeadLetter.Stream)
 	if !ok {
-		add("deadLetter.stream: %s is not declared under streams", m.DeadLetter.Stream)
+		add(at("deadLetter").key("stream"), "%s is not declared under streams", m.DeadLetter.Stream)
 		return
 	}
 	if err := checkSubject(m.DeadLetter.SubjectPrefix + ".x"); err != nil {
-		add("deadLetter.subjectPrefix: %v", err)
+		add(at("deadLetter").key("subjectPrefix"), "%v", err)
 		return
 	}
-	for _, f := range m.Functions {
+	for i, f := range m.Functions {
 		subj := m.DeadLetterSubject(f.Name)
 		if !CoveredByAny(subj, dl.Subjects) {
-			add("deadLetter: subject %s of function %s is not stored by stream %s (subjects %v)",
+			add(at("functions").index(i, f.Name).labelled("deadLetter"), "subject %s of function %s is not stored by stream %s (subjects %v)",
 				subj, f.Name, dl.Name, dl.Subjects)
 		}
 	}
@@ -118,122 +128,126 @@ func (m *Manifest) validateDeadLetter(add problemFunc) {
 
 func (m *Manifest) validateFunctions(known []string, add problemFunc) {
 	if len(m.Functions) == 0 {
-		add("functions: at least one function is required")
+		add(at("functions"), "at least one function is required")
 	}
 	names, durables := map[string]bool{}, map[string]string{}
 	for i := range m.Functions {
 		f := &m.Functions[i]
-		at := fmt.Sprintf("functions[%d] (%s)", i, f.Name)
+		fat := at("functions").index(i, f.Name)
 		switch {
 		case f.Name == "":
-			add("functions[%d].name: required", i)
+			add(fat.key("name"), "required")
 		case !slices.Contains(known, f.Name):
-			add("%s.name: unknown function %q; this binary has: %s", at, f.Name, strings.Join(known, ", "))
+			add(fat.key("name"), "unknown function %q; this binary has: %s", f.Name, strings.Join(known, ", "))
 		case names[f.Name]:
-			add("%s.name: declared twice", at)
+			add(fat.key("name"), "declared twice")
 		}
 		names[f.Name] = true
 		if other, dup := durables[f.Durable]; dup {
-			add("%s.durable: %q is also the durable of %s", at, f.Durable, other)
+			add(fat.key("durable"), "%q is also the durable of %s", f.Durable, other)
 		}
 		durables[f.Durable] = f.Name
-		m.validateFunction(at, f, add)
+		m.validateFunction(fat, f, add)
 	}
 }
 
-func (m *Manifest) validateFunction(at string, f *FunctionSpec, add problemFunc) {
+func (m *Manifest) validateFunction(fat place, f *FunctionSpec, add problemFunc) {
 	if !semVer.MatchString(f.Version) {
-		add("%s.version: %q is not a SemVer version such as 1.0.0", at, f.Version)
+		add(fat.key("version"), "%q is not a SemVer version such as 1.0.0", f.Version)
 	}
 	if !natsName.MatchString(f.Durable) {
-		add("%s.durable: %q may hold only letters, digits, - and _", at, f.Durable)
+		add(fat.key("durable"), "%q may hold only letters, digits, - and _", f.Durable)
 	}
-	m.validateSubjects(at, f, add)
+	m.validateSubjects(fat, f, add)
 	if f.AckWait <= 0 {
-		add("%s.ackWait: must be positive", at)
+		add(fat.key("ackWait"), "must be positive")
 	}
 	if f.Heartbeat <= 0 || f.Heartbeat > f.AckWait/2 {
-		add("%s.heartbeat: %s must be positive and at most half of ackWait %s (%s): the server redelivers "+
+		add(fat.key("heartbeat"), "%s must be positive and at most half of ackWait %s (%s): the server redelivers "+
 			"a message whose timer reaches ackWait, and a heartbeat must land with room to spare for a busy process",
-			at, f.Heartbeat, f.AckWait, f.AckWait/2)
+			f.Heartbeat, f.AckWait, f.AckWait/2)
 	}
 	if f.MaxDeliver < 1 {
-		add("%s.maxDeliver: %d must be at least 1", at, f.MaxDeliver)
+		add(fat.key("maxDeliver"), "%d must be at least 1", f.MaxDeliver)
 	}
 	if len(f.Backoff) > f.MaxDeliver {
-		add("%s.backoff: %d entries but maxDeliver is %d", at, len(f.Backoff), f.MaxDeliver)
+		add(fat.key("backoff"), "%d entries but maxDeliver is %d", len(f.Backoff), f.MaxDeliver)
 	}
 	for _, d := range f.Backoff {
 		if d <= 0 {
-			add("%s.backoff: entry %s must be positive", at, d)
+			add(fat.key("backoff"), "entry %s must be positive", d)
 		}
 	}
 	if f.Concurrency < 1 {
-		add("%s.concurrency: %d must be at least 1", at, f.Concurrency)
+		add(fat.key("concurrency"), "%d must be at least 1", f.Concurrency)
 	}
 	if f.MaxPayload < 1 {
-		add("%s.maxPayload: %d must be at least 1 byte", at, f.MaxPayload)
+		add(fat.key("maxPayload"), "%d must be at least 1 byte", f.MaxPayload)
 	}
 	if f.Prefetch != nil && *f.Prefetch < 0 {
-		add("%s.prefetch: %d must not be negative", at, *f.Prefetch)
+		add(fat.key("prefetch"), "%d must not be negative", *f.Prefetch)
 	}
 	if f.MaxAckPending < f.Concurrency {
-		add("%s.maxAckPending: %d is below concurrency %d", at, f.MaxAckPending, f.Concurrency)
+		add(fat.key("maxAckPending"), "%d is below concurrency %d", f.MaxAckPending, f.Concurrency)
 	}
 	if f.Timeout <= 0 {
-		add("%s.timeout: must be positive (default %s)", at, DefaultTimeout)
+		add(fat.key("timeout"), "must be positive (default %s)", DefaultTimeout)
 	}
 	if f.MaxOutage < 0 {
-		add("%s.maxOutage: must not be negative", at)
+		add(fat.key("maxOutage"), "must not be negative")
 	}
-	m.validateOutputs(at, f, add)
+	m.validateOutputs(fat, f, add)
 }
 
 // validateOutputs checks that every output is stored by its stream and
 // that no output feeds the function's own input, which would loop.
-func (m *Manifest) validateOutputs(at string, f *FunctionSpec, add problemFunc) {
+func (m *Manifest) validateOutputs(fat place, f *FunctionSpec, add problemFunc) {
 	for i, o := range f.Outputs {
-		oat := fmt.Sprintf("%s.outputs[%d]", at, i)
+		oat := fat.key("outputs").index(i, "")
 		if err := checkSubject(o.Subject); err != nil {
-			add("%s.subject: %v", oat, err)
+			add(oat.key("subject"), "%v", err)
 			continue
 		}
 		stream, ok := m.Stream(o.Stream)
 		switch {
 		case !ok:
-			add("%s.stream: %q is not declared under streams", oat, o.Stream)
+			add(oat.key("stream"), "%q is not declared under streams", o.Stream)
 		case !CoveredByAny(o.Subject, stream.Subjects):
-			add("%s: subject %s is not stored by stream %s (subjects %v); the publish would fail", oat, o.Subject, o.Stream, stream.Subjects)
+			add(oat, "subject %s is not stored by stream %s (subjects %v); the publish would fail", o.Subject, o.Stream, stream.Subjects)
 		case stream.Retention == "interest" || stream.Retention == "workqueue":
-			add("%s: stream %s has retention %s, which deletes a message once consumed; the server keeps its "+
+			add(oat, "stream %s has retention %s, which deletes a message once consumed; the server keeps its "+
 				"message ID only while it is stored, so after a restart a redelivery's repeated output would be "+
-				"stored again inside the duplicate window. Output streams need retention limits", oat, o.Stream, stream.Retention)
+				"stored again inside the duplicate window. Output streams need retention limits", o.Stream, stream.Retention)
 		}
 		for _, in := range f.FilterSubjects() {
 			if SubjectsOverlap(o.Subject, in) {
-				add("%s: subject %s overlaps the function's own input %s; its output would feed itself", oat, o.Subject, in)
+				add(oat, "subject %s overlaps the function's own input %s; its output would feed itself", o.Subject, in)
 			}
 		}
 	}
 }
 
-func (m *Manifest) validateSubjects(at string, f *FunctionSpec, add problemFunc) {
+func (m *Manifest) validateSubjects(fat place, f *FunctionSpec, add problemFunc) {
 	stream, ok := m.Stream(f.Stream)
 	if !ok {
-		add("%s.stream: %q is not declared under streams", at, f.Stream)
+		add(fat.key("stream"), "%q is not declared under streams", f.Stream)
 	}
 	subjects := f.FilterSubjects()
 	switch {
 	case len(subjects) == 0:
-		add("%s.subject: a subject (or subjects) is required", at)
+		add(fat.key("subject"), "a subject (or subjects) is required")
 	case f.Subject != "" && len(f.Subjects) > 0:
-		add("%s.subjects: give subject or subjects, not both", at)
+		add(fat.key("subjects"), "give subject or subjects, not both")
+	}
+	subjAt := fat.key("subject")
+	if f.Subject == "" {
+		subjAt = fat.key("subjects").labelled(fat.key("subject").label)
 	}
 	for _, subj := range subjects {
 		if err := checkSubject(subj); err != nil {
-			add("%s.subject: %v", at, err)
+			add(subjAt, "%v", err)
 		} else if ok && !CoveredByAny(subj, stream.Subjects) {
-			add("%s.subject: %s is not covered by stream %s's subjects %v", at, subj, stream.Name, stream.Subjects)
+			add(subjAt, "%s is not covered by stream %s's subjects %v", subj, stream.Name, stream.Subjects)
 		}
 	}
 }

@@ -50,12 +50,21 @@ func (b *binding) metadata(digest string) map[string]string {
 		"stream":          b.spec.Stream,
 		"consumer":        b.spec.Durable,
 		"subject":         strings.Join(b.spec.FilterSubjects(), ","),
-		"ack_wait":        b.spec.AckWait.String(),
+		"ack_wait":        metadataDuration(b.spec.AckWait),
 		"max_deliver":     strconv.Itoa(b.spec.MaxDeliver),
-		"heartbeat":       b.spec.Heartbeat.String(),
+		"heartbeat":       metadataDuration(b.spec.Heartbeat),
 		"concurrency":     strconv.Itoa(b.spec.Concurrency),
 		"manifest_digest": digest,
 	}
+}
+
+// metadataDuration is d to the millisecond, as a person reads it: the
+// default heartbeat, ackWait/3, is 3.333333333s otherwise.
+func metadataDuration(d time.Duration) string {
+	if d < time.Millisecond {
+		return d.String()
+	}
+	return d.Round(time.Millisecond).String()
 }
 
 // status is the function's counters plus its consumer's pending figures.

@@ -8,4 +8,9 @@
 // the stored summary. Each run uses fresh conversation and session IDs, so
 // it never collides with earlier runs on the same stack. A simulation owns
 // the connections it opens and closes them before it returns.
+//
+// Recording plays the backend's recording events and prints the notices
+// in the order the backend published them. Summaries lists what
+// summarize-session stored, so the results can be read without a Mongo
+// client.
 package simulate

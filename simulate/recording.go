@@ -75,7 +75,7 @@ func Recording(ctx context.Context, natsURL string, db *mongo.Database, out io.W
 	if err := playRecording(ctx, natsURL, out, script, opts.Logger); err != nil {
 		return err
 	}
-	if err := printNotices(ctx, out, notices, len(script)); err != nil {
+	if err := printNotices(ctx, out, notices, script); err != nil {
 		return err
 	}
 	if db == nil {
@@ -142,25 +142,60 @@ func playRecording(ctx context.Context, natsURL string, out io.Writer, script []
 	return nil
 }
 
-// printNotices prints want notices as they arrive, or fails at the deadline.
-func printNotices(ctx context.Context, out io.Writer, notices <-chan *nats.Msg, want int) error {
-	fmt.Fprintln(out, "notices:")
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	defer tw.Flush()
-	fmt.Fprintln(tw, "  EVENT\tTS\tSTATE\tFAILED\tREASON")
-	for got := 0; got < want; got++ {
+// printNotices waits for a notice of every event of script, then prints
+// them in the order the backend published the events. They arrive in
+// another order whenever the function handles several events at once, so
+// printing them as they came would read as if the recording went
+// backwards. On the deadline it prints those that came and fails.
+func printNotices(ctx context.Context, out io.Writer, notices <-chan *nats.Msg, script []events.RecordingEvent) error {
+	order := make(map[string]int, len(script))
+	for i, ev := range script {
+		order[ev.MsgID()] = i
+	}
+	got := make([]*events.RecordingNotice, len(script))
+	var err error
+	for n := 0; n < len(script) && err == nil; {
 		select {
 		case m := <-notices:
-			var n events.RecordingNotice
-			if err := json.Unmarshal(m.Data, &n); err != nil {
-				return fmt.Errorf("reading notice %s: %w", m.Data, err)
+			var notice events.RecordingNotice
+			if uerr := json.Unmarshal(m.Data, &notice); uerr != nil {
+				return fmt.Errorf("reading notice %s: %w", m.Data, uerr)
 			}
-			fmt.Fprintf(tw, "  %s\t%d\t%s\t%t\t%s\n", n.Event, n.TS, n.State, n.Failed, n.Reason)
+			i, ok := order[events.RecordingMsgID(notice.RecordingID, notice.Event, notice.TS)]
+			if ok && got[i] == nil {
+				got[i] = &notice
+				n++
+			}
 		case <-ctx.Done():
-			return fmt.Errorf("%w: %d of %d notices arrived", ErrRecordingNotProcessed, got, want)
+			err = fmt.Errorf("%w: %d of %d notices arrived", ErrRecordingNotProcessed, n, len(script))
 		}
 	}
-	return nil
+	writeNotices(out, got)
+	return err
+}
+
+// writeNotices prints the notices that came, in publish order. A notice's
+// state is the recording's state when the function handled its event (the
+// latest event it had recorded), so with several events handled at once an
+// early event's row can show a later state; the note under the table says
+// so when it happens.
+func writeNotices(out io.Writer, notices []*events.RecordingNotice) {
+	fmt.Fprintln(out, "notices, in the order the backend published the events:")
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  EVENT\tTS\tSTATE\tFAILED\tREASON")
+	ahead := false
+	for _, n := range notices {
+		if n == nil {
+			continue
+		}
+		fmt.Fprintf(tw, "  %s\t%d\t%s\t%t\t%s\n", n.Event, n.TS, n.State, n.Failed, n.Reason)
+		ahead = ahead || n.State != n.Event
+	}
+	_ = tw.Flush()
+	if ahead {
+		fmt.Fprintln(out, "  (STATE is the recording's state when the function handled that event; it handles several "+
+			"events at once, so a row can already show a later event)")
+	}
 }
 
 // printRecording waits until the recording document has counted every

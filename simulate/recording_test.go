@@ -69,8 +69,15 @@ func TestRecording(t *testing.T) {
 				t.Fatalf("Recording: %v\n%s", err, out.String())
 			}
 			t.Logf("\n%s", out.String())
-			_, table, _ := strings.Cut(out.String(), "notices:\n")
-			if rows := strings.Count(table, "\n") - 2; rows != tt.wantNotices { // header and summary line
+			_, table, _ := strings.Cut(out.String(), "published the events:\n")
+			table, _, _ = strings.Cut(table, "\nrecording ")
+			rows := 0
+			for _, line := range strings.Split(table, "\n") {
+				if f := strings.Fields(line); len(f) > 0 && f[0] != "EVENT" && !strings.HasPrefix(f[0], "(") {
+					rows++
+				}
+			}
+			if rows != tt.wantNotices {
 				t.Errorf("%d notice rows, want %d", rows, tt.wantNotices)
 			}
 			for _, w := range tt.want {

@@ -1,15 +1,16 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	"github.com/jetfn/jetfn/functions"
 	"github.com/jetfn/jetfn/manifest"
-	"github.com/jetfn/jetfn/runtime"
 )
 
 func cmdCheck(_ context.Context, args []string, out, errOut io.Writer) error {
@@ -46,39 +47,44 @@ func manifestPath(flagValue string, cfg Config) (string, error) {
 	return "", usageError(errors.New("--manifest (or JETFN_MANIFEST) is required"))
 }
 
-// readManifest reads a manifest and validates it against this binary's
-// functions (their names and their config blocks) and the duplicate-window
-// rule, printing every problem to out (errCheckFailed). With allowShort a
-// short window is printed as a warning.
+// readManifest reads a manifest and runs every check that needs no server
+// in one round (manifest.Inspect: its keys and values, its rules against
+// this binary's functions, their config blocks and the duplicate windows),
+// printing every problem to out as file:line: … in line order
+// (errCheckFailed). With allowShort a short window is printed as a warning.
 func readManifest(path string, allowShort bool, out io.Writer) ([]byte, *manifest.Manifest, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil, usageError(err)
 	}
-	m, err := manifest.Parse(raw)
-	if err == nil {
-		err = validate(m)
+	m, report := manifest.Inspect(path, raw, functions.All())
+	refused := report.Problems
+	if !allowShort {
+		refused = append(refused, report.ShortWindows...)
+		slices.SortStableFunc(refused, func(a, b *manifest.Problem) int { return cmp.Compare(a.Line, b.Line) })
 	}
-	if err != nil {
-		fmt.Fprintln(out, err)
-		return nil, nil, errCheckFailed
+	for _, p := range refused {
+		fmt.Fprintln(out, p)
 	}
-	if err := m.CheckDuplicateWindows(); err != nil {
-		if !allowShort {
-			fmt.Fprintln(out, err)
-			return nil, nil, errCheckFailed
+	if allowShort {
+		for _, p := range report.ShortWindows {
+			fmt.Fprintf(out, "warning (--allow-short-window): %v\n", p)
 		}
-		fmt.Fprintf(out, "warning (--allow-short-window): %v\n", err)
 	}
-	for _, w := range m.OutputStreamWarnings() {
+	for _, w := range report.Warnings {
 		fmt.Fprintf(out, "warning: %s\n", w)
+	}
+	if len(refused) > 0 {
+		fmt.Fprintf(out, "%s: %s\n", path, plural(len(refused), "problem"))
+		return nil, nil, errCheckFailed
 	}
 	return raw, m, nil
 }
 
-// validate runs the manifest's own rules and every function's config check
-// in one go, so one run lists every problem; neither touches a server.
-func validate(m *manifest.Manifest) error {
-	all := functions.All()
-	return errors.Join(m.Validate(runtime.Names(all)), manifest.CheckConfigs(m, all))
+// plural is "1 problem" or "3 problems".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -3,7 +3,9 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -44,6 +46,8 @@ type devProcess struct {
 	cmd      *exec.Cmd
 	natsURL  string
 	exitCode chan int
+	// printed is what it printed to stdout up to "ready".
+	printed []string
 }
 
 func startDev(t *testing.T, bin, dir string, natsPort, mongoPort int, extra ...string) *devProcess {
@@ -81,6 +85,7 @@ func startDev(t *testing.T, bin, dir string, natsPort, mongoPort int, extra ...s
 			if !ok {
 				t.Fatalf("jetfn dev exited before ready (code %d)", <-p.exitCode)
 			}
+			p.printed = append(p.printed, line)
 			if v, found := strings.CutPrefix(line, "NATS_URL="); found {
 				p.natsURL = v
 			}
@@ -137,9 +142,44 @@ func publishWithID(t *testing.T, url, id string) (*jetstream.PubAck, uint64) {
 	return ack, s.CachedInfo().State.Msgs
 }
 
+// serviceMetadata is the micro metadata a function registered.
+func serviceMetadata(t *testing.T, url, service string) map[string]string {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	reply, err := nc.Request("$SRV.INFO."+service, nil, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info struct {
+		Metadata map[string]string `json:"metadata"`
+	}
+	if err := json.Unmarshal(reply.Data, &info); err != nil {
+		t.Fatal(err)
+	}
+	return info.Metadata
+}
+
+// printedLine is the first line p printed that starts with prefix.
+func printedLine(t *testing.T, p *devProcess, prefix string) string {
+	t.Helper()
+	for _, line := range p.printed {
+		if strings.HasPrefix(line, prefix) {
+			return line
+		}
+	}
+	t.Fatalf("jetfn dev printed no line starting %q:\n%s", prefix, strings.Join(p.printed, "\n"))
+	return ""
+}
+
 // TestDevRestartKeepsData is the field report's lesson about a NATS
 // container without a volume: after SIGTERM and a new `jetfn dev` on the same
 // dir, the stream still holds its messages and still remembers message IDs.
+// Each start says whether it reuses the dir and what the dir holds, and a
+// second stack on a dir in use is refused.
 func TestDevRestartKeepsData(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -149,9 +189,22 @@ func TestDevRestartKeepsData(t *testing.T) {
 	natsPort, mongoPort := freePort(t), freePort(t)
 
 	first := startDev(t, bin, dir, natsPort, mongoPort)
+	if line := printedLine(t, first, "starting fresh"); line != "starting fresh in "+dir+"/ (nothing there yet)" {
+		t.Errorf("first start printed %q", line)
+	}
+	if hb := serviceMetadata(t, first.natsURL, "publish-recording-event")["heartbeat"]; hb != "3.333s" {
+		t.Errorf("micro metadata heartbeat %q, want 3.333s (ackWait 10s / 3, to the millisecond)", hb)
+	}
 	ack, before := publishWithID(t, first.natsURL, "restart-check")
 	if ack.Duplicate || before != 1 {
 		t.Fatalf("first publish: duplicate %v, stream holds %d; want a new message", ack.Duplicate, before)
+	}
+	second := exec.Command(bin, "dev", "--dir", dir, "--nats-port", strconv.Itoa(freePort(t)), "--mongo-port", strconv.Itoa(freePort(t)))
+	out, err := second.CombinedOutput()
+	var exit *exec.ExitError
+	if want := fmt.Sprintf("data directory in use by another jetfn dev: pid %d holds %s/dev.lock", first.cmd.Process.Pid, dir); !errors.As(err, &exit) ||
+		exit.ExitCode() != 2 || !strings.Contains(string(out), want) {
+		t.Fatalf("a second dev on the same dir: %v\n%s\nwant exit 2 and %q", err, out, want)
 	}
 	code, took := first.stop(t)
 	t.Logf("SIGTERM: exit %d after %s", code, took)
@@ -159,23 +212,30 @@ func TestDevRestartKeepsData(t *testing.T) {
 		t.Fatalf("exit code %d after SIGTERM, want 0", code)
 	}
 
-	second := startDev(t, bin, dir, natsPort, mongoPort)
-	ack, after := publishWithID(t, second.natsURL, "restart-check")
+	again := startDev(t, bin, dir, natsPort, mongoPort)
+	reuse := printedLine(t, again, "reusing ")
+	t.Log(reuse)
+	if !strings.HasPrefix(reuse, "reusing "+dir+"/ (created ") || !strings.Contains(reuse, "): 4 streams with 1 message, 2 consumers, ") {
+		t.Errorf("restart printed %q, want it to reuse the dir and count 4 streams with 1 message and 2 consumers", reuse)
+	}
+	ack, after := publishWithID(t, again.natsURL, "restart-check")
 	if !ack.Duplicate || after != before {
 		t.Fatalf("after restart: duplicate %v, stream holds %d; want the ID remembered and %d messages", ack.Duplicate, after, before)
 	}
 
 	taken := exec.Command(bin, "dev", "--dir", t.TempDir(), "--nats-port", strconv.Itoa(natsPort), "--mongo-port", strconv.Itoa(freePort(t)))
-	out, err := taken.CombinedOutput()
-	var exit *exec.ExitError
+	out, err = taken.CombinedOutput()
 	if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(string(out), "port is taken") {
 		t.Fatalf("dev on a taken port: %v\n%s\nwant exit 2 naming the port", err, out)
 	}
-	if code, _ := second.stop(t); code != 0 {
+	if code, _ := again.stop(t); code != 0 {
 		t.Fatalf("exit code %d after SIGTERM, want 0", code)
 	}
 
 	fresh := startDev(t, bin, dir, natsPort, mongoPort, "--fresh")
+	if line := printedLine(t, fresh, "starting fresh"); line != "starting fresh: --fresh wiped "+dir+"/" {
+		t.Errorf("--fresh printed %q", line)
+	}
 	if ack, n := publishWithID(t, fresh.natsURL, "restart-check"); ack.Duplicate || n != 1 {
 		t.Fatalf("after --fresh: duplicate %v, %d messages; want an empty stream", ack.Duplicate, n)
 	}

@@ -12,9 +12,6 @@ import (
 	"syscall"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
-
 // command is one subcommand of jetfn.
 type command struct {
 	name    string
@@ -33,12 +30,19 @@ func commands() []command {
 		{"status", "show every running function instance: counters, pending, last error (--watch, --json)", cmdStatus},
 		{"dlq", "list, show and replay dead letters: `dlq ls`, `dlq show SEQ`, `dlq replay SEQ|--function F|--all`", cmdDLQ},
 		{"simulate", "play a publisher against a stack: `simulate call` or `simulate recording`", cmdSimulate},
-		{"version", "print the version", cmdVersion},
+		{"summaries", "list the summaries summarize-session stored on MONGO_URI (--session ID for one in full)", cmdSummaries},
+		{"version", "print the module version and the VCS revision it was built from", cmdVersion},
 	}
 }
 
 // errCheckFailed is a command that ran and found problems: exit code 1.
 var errCheckFailed = errors.New("check failed")
+
+// errMongoUnreachable is MONGO_URI parsed but no server answered the ping.
+var errMongoUnreachable = errors.New("reaching MongoDB")
+
+// errNegativeLimit is a --limit below 0.
+var errNegativeLimit = errors.New("--limit must not be negative")
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -111,13 +115,5 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	if fs.NArg() > 0 {
 		return usageError(fmt.Errorf("unexpected argument %q", fs.Arg(0)))
 	}
-	return nil
-}
-
-func cmdVersion(_ context.Context, args []string, out, errOut io.Writer) error {
-	if err := parseFlags(newFlags("version", "version", errOut), args); err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "jetfn %s\n", version)
 	return nil
 }

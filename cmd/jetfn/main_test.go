@@ -15,7 +15,7 @@ func TestExitCodes(t *testing.T) {
 		wantCode int
 		wantOut  string
 	}{
-		{name: "version", args: []string{"version"}, wantCode: 0, wantOut: "jetfn dev"},
+		{name: "version says how it was built", args: []string{"version"}, wantCode: 0, wantOut: "jetfn (devel)\nrevision unknown: built without VCS stamping"},
 		{name: "help", args: []string{"run", "--help"}, wantCode: 0, wantOut: "Usage: jetfn run"},
 		{name: "unknown command", args: []string{"deploy-all"}, wantCode: 2, wantOut: `unknown command "deploy-all"`},
 		{name: "missing settings name every variable", args: []string{"run"},
@@ -43,13 +43,25 @@ func TestExitCodes(t *testing.T) {
 		{name: "check lists problems", args: []string{"check", "--manifest", "testdata/bad.yaml"},
 			wantCode: 1, wantOut: `unknown function "summarise"`},
 		{name: "check names a config typo, its manifest line and the key meant", args: []string{"check", "--manifest", "testdata/config-typo.yaml"},
-			wantCode: 1, wantOut: "functions[0] (summarize-session).config: line 45: quiett: unknown key; did you mean quiet?"},
+			wantCode: 1, wantOut: "testdata/config-typo.yaml:45: functions[0] (summarize-session).config.quiett: unknown key; did you mean quiet?"},
 		{name: "check refuses config on a function that takes none, in the same run", args: []string{"check", "--manifest", "testdata/config-typo.yaml"},
-			wantCode: 1, wantOut: "functions[1] (publish-recording-event).config: line 62: retries: unknown key; this block takes no keys"},
+			wantCode: 1, wantOut: "testdata/config-typo.yaml:62: functions[1] (publish-recording-event).config.retries: unknown key; this block takes no keys"},
 		{name: "check names a config value the function refuses and its manifest line", args: []string{"check", "--manifest", "testdata/config-negative.yaml"},
-			wantCode: 1, wantOut: "functions[0] (summarize-session).config: line 45: quiet: -5s is negative"},
+			wantCode: 1, wantOut: "testdata/config-negative.yaml:45: functions[0] (summarize-session).config.quiet: -5s is negative"},
 		{name: "deploy refuses a config typo before connecting", args: []string{"deploy", "--manifest", "testdata/config-typo.yaml"},
-			env: map[string]string{"NATS_URL": ""}, wantCode: 1, wantOut: "line 45: quiett: unknown key; did you mean quiet?"},
+			env: map[string]string{"NATS_URL": ""}, wantCode: 1, wantOut: "testdata/config-typo.yaml:45: functions[0] (summarize-session).config.quiett: unknown key; did you mean quiet?"},
+		{name: "check lists a short window first of every stage's problems", args: []string{"check", "--manifest", "testdata/every-stage.yaml"},
+			wantCode: 1, wantOut: "testdata/every-stage.yaml:9: streams[0] (TRANSCRIPTION).duplicates: duplicate window shorter than the redelivery horizon"},
+		{name: "check lists a rule in the same run", args: []string{"check", "--manifest", "testdata/every-stage.yaml"},
+			wantCode: 1, wantOut: "testdata/every-stage.yaml:14: functions[0] (summarize-session).version: \"v1\" is not a SemVer version"},
+		{name: "check names the key a typo meant, in the same run", args: []string{"check", "--manifest", "testdata/every-stage.yaml"},
+			wantCode: 1, wantOut: "testdata/every-stage.yaml:17: functions[0] (summarize-session).maxDelivery: unknown key; did you mean maxDeliver?\n" +
+				"testdata/every-stage.yaml:18: functions[0] (summarize-session).ackWait: 6 has no unit; durations need a unit: 6s\n"},
+		{name: "check lists a config typo in the same run", args: []string{"check", "--manifest", "testdata/every-stage.yaml"},
+			wantCode: 1, wantOut: "testdata/every-stage.yaml:24: functions[0] (summarize-session).config.quiett: unknown key; did you mean quiet?\n" +
+				"testdata/every-stage.yaml: 5 problems\n"},
+		{name: "check reports a bad indent at its line", args: []string{"check", "--manifest", "testdata/bad-indent.yaml"},
+			wantCode: 1, wantOut: "testdata/bad-indent.yaml:4: not valid YAML: did not find expected '-' indicator (check this line's indentation"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -124,5 +125,39 @@ func TestDLQCommand(t *testing.T) {
 	var letters []dlq.Letter
 	if err := json.Unmarshal(out.Bytes(), &letters); err != nil || len(letters) != 1 || letters[0].OriginalMsgID != "greet-7:replay:1" {
 		t.Fatalf("dlq ls --json = %s (%v), want the replay's dead letter", out.String(), err)
+	}
+}
+
+// TestWithoutAStack: the demos and summaries, run before `task run`, say
+// to start it in one line, without the Mongo driver's topology dump.
+func TestWithoutAStack(t *testing.T) {
+	nothing := func() string { return "127.0.0.1:" + strconv.Itoa(freePort(t)) }
+	ns := runtimetest.StartNATS(t)
+	tests := []struct {
+		name    string
+		args    []string
+		natsURL string
+		wantOut string
+	}{
+		{name: "no NATS", args: []string{"simulate", "call"}, natsURL: "nats://" + nothing(),
+			wantOut: "no NATS server answered at NATS_URL"},
+		{name: "NATS but no MongoDB", args: []string{"simulate", "recording"}, natsURL: ns.ClientURL(),
+			wantOut: "no MongoDB answered at MONGO_URI"},
+		{name: "summaries without MongoDB", args: []string{"summaries"},
+			wantOut: "no MongoDB answered at MONGO_URI"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("NATS_URL", tt.natsURL)
+			t.Setenv("MONGO_URI", "mongodb://"+nothing()+"/")
+			var out bytes.Buffer
+			start := time.Now()
+			code := realMain(context.Background(), tt.args, &out, &out)
+			t.Logf("exit %d after %s: %s", code, time.Since(start).Round(time.Millisecond), out.String())
+			if code != 2 || !strings.Contains(out.String(), tt.wantOut) || !strings.Contains(out.String(), "start `go tool task run` first") ||
+				strings.Contains(out.String(), "topology") {
+				t.Errorf("want exit 2, %q and what to start, without the driver's topology", tt.wantOut)
+			}
+		})
 	}
 }

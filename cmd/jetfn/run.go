@@ -69,7 +69,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, onReady func()) er
 	if err != nil {
 		return err
 	}
-	client, err := connectMongo(ctx, cfg.MongoURI, cfg.MongoCAFile)
+	client, err := connectMongo(ctx, cfg.MongoURI, cfg.MongoCAFile, connectTimeout)
 	if err != nil {
 		return err
 	}
@@ -193,11 +193,11 @@ func drainNATS(nc *nats.Conn, closed <-chan struct{}, log *slog.Logger) {
 	}
 }
 
-// connectMongo connects and pings, so a wrong MONGO_URI fails at start
-// rather than as a dead letter per message. Errors show the URI without its
-// password.
-func connectMongo(ctx context.Context, uri, caFile string) (*mongo.Client, error) {
-	opts := options.Client().ApplyURI(uri).SetServerSelectionTimeout(connectTimeout)
+// connectMongo connects and pings within timeout, so a wrong MONGO_URI
+// fails at start rather than as a dead letter per message. Errors show the
+// URI without its password.
+func connectMongo(ctx context.Context, uri, caFile string, timeout time.Duration) (*mongo.Client, error) {
+	opts := options.Client().ApplyURI(uri).SetServerSelectionTimeout(timeout)
 	if caFile != "" {
 		tlsCfg, err := NATSAuth{CAFile: caFile}.tlsConfig()
 		if err != nil {
@@ -209,11 +209,11 @@ func connectMongo(ctx context.Context, uri, caFile string) (*mongo.Client, error
 	if err != nil {
 		return nil, usageError(fmt.Errorf("MONGO_URI %s: %s", redactURL(uri), redactSecret(err.Error(), uri)))
 	}
-	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if err := client.Ping(ctx, nil); err != nil {
 		_ = client.Disconnect(context.Background())
-		return nil, usageError(fmt.Errorf("reaching MongoDB at MONGO_URI %s: %s", redactURL(uri), redactSecret(err.Error(), uri)))
+		return nil, usageError(fmt.Errorf("%w at MONGO_URI %s: %s", errMongoUnreachable, redactURL(uri), redactSecret(err.Error(), uri)))
 	}
 	return client, nil
 }

@@ -5,7 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
+	"strings"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/jetfn/jetfn/simulate"
@@ -50,15 +54,68 @@ func simulateCall(ctx context.Context, cfg Config, args []string, out, errOut io
 	})
 }
 
-// withMongo connects to MONGO_URI for the length of fn.
+// stackTimeout bounds how long the commands that play against a stack or
+// read its results wait for it: a local `task run` answers at once, or is
+// not running.
+const stackTimeout = 2 * time.Second
+
+// withMongo checks that the stack at NATS_URL and MONGO_URI answers, then
+// connects to MONGO_URI for the length of fn. A stack that is not there is
+// one line saying so within stackTimeout, not the driver's topology dump.
 func withMongo(ctx context.Context, cfg Config, fn func(*mongo.Database) error) error {
 	if cfg.NATSURL == "" || cfg.MongoURI == "" {
 		return usageError(errors.New("NATS_URL and MONGO_URI are required (`jetfn dev` prints both)"))
 	}
-	client, err := connectMongo(ctx, cfg.MongoURI, cfg.MongoCAFile)
+	if err := reachNATS(cfg); err != nil {
+		return err
+	}
+	return withDatabase(ctx, cfg, fn)
+}
+
+// withDatabase connects to MONGO_URI alone for the length of fn.
+func withDatabase(ctx context.Context, cfg Config, fn func(*mongo.Database) error) error {
+	if cfg.MongoURI == "" {
+		return usageError(errors.New("MONGO_URI: required (`jetfn dev` prints it)"))
+	}
+	client, err := connectMongo(ctx, cfg.MongoURI, cfg.MongoCAFile, stackTimeout)
+	if errors.Is(err, errMongoUnreachable) {
+		return usageError(fmt.Errorf("no MongoDB answered at MONGO_URI %s within %s (%s): %s",
+			redactURL(cfg.MongoURI), stackTimeout, mongoCause(err), startStackHint))
+	}
 	if err != nil {
 		return err
 	}
 	defer func() { _ = client.Disconnect(context.Background()) }()
 	return fn(client.Database(cfg.MongoDatabase))
+}
+
+// startStackHint is what to do when the stack is not there.
+const startStackHint = "start `go tool task run` first, in another terminal"
+
+// reachNATS connects to NATS_URL once, with stackTimeout, and closes.
+func reachNATS(cfg Config) error {
+	authOpts, err := cfg.NATS.options()
+	if err != nil {
+		return usageError(err)
+	}
+	nc, err := nats.Connect(cfg.NATSURL, append(authOpts, nats.Timeout(stackTimeout), nats.Name("jetfn-simulate"))...)
+	if err != nil {
+		return usageError(fmt.Errorf("no NATS server answered at NATS_URL %s (%v): %s", redactURLs(cfg.NATSURL), err, startStackHint))
+	}
+	nc.Close()
+	return nil
+}
+
+// mongoLastError is the cause inside the driver's server selection error,
+// which otherwise prints the whole topology.
+var mongoLastError = regexp.MustCompile(`Last error: ([^}]*?)\s*}`)
+
+func mongoCause(err error) string {
+	if m := mongoLastError.FindStringSubmatch(err.Error()); m != nil {
+		return m[1]
+	}
+	if errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "context deadline exceeded") {
+		return "no answer"
+	}
+	return err.Error()
 }

@@ -20,7 +20,7 @@ func WriteTable(w io.Writer, instances []Instance, now time.Time) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "FUNCTION\tVERSION\tINSTANCE\tHANDLED\tACKED\tNAKED\tDEAD\tIN FLIGHT\tPENDING\tACK PENDING\tUPTIME\tLAST ERROR")
+	fmt.Fprintln(tw, "FUNCTION\tVERSION\tINSTANCE\tHANDLED\tACKED\tRETRIED\tDEAD\tIN FLIGHT\tPENDING\tACK PENDING\tUPTIME\tLAST ERROR")
 	for _, i := range instances {
 		s := i.Stats
 		// A missing consumer explains an idle function better than the
