@@ -81,13 +81,16 @@ func (b *binding) run(ctx context.Context, drainTimeout time.Duration) {
 
 // pull asks for messages whenever enough credits are free, until ctx is
 // done. Refill when half the allowance is free, or at once when no message
-// waits for a worker: pulling for every freed credit would cost a request
-// per message.
+// waits for a worker and no request is open: pulling for every freed credit
+// would cost a request per message, and an open request already takes
+// whatever the stream gets next.
 func (b *binding) pull(ctx context.Context, p *puller, w *workers) {
 	stop := context.AfterFunc(ctx, w.credits.close)
 	defer stop()
 	limit := b.pullLimit
-	enough := func(free, limit int) bool { return 2*free >= limit || len(w.buffer) == 0 }
+	enough := func(free, limit, outstanding int) bool {
+		return 2*free >= limit || len(w.buffer) == 0 && outstanding == 0
+	}
 	for {
 		free := w.credits.take(limit, enough)
 		if free == 0 {

@@ -98,12 +98,12 @@ func newCredits() *credits {
 // changes with the measured handling rate takes effect at once; enough lets
 // the caller batch refills instead of pulling for every single freed
 // credit.
-func (c *credits) take(limit func() int, enough func(free, limit int) bool) int {
+func (c *credits) take(limit func() int, enough func(free, limit, outstanding int) bool) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for !c.closed {
 		l := limit()
-		if n := l - c.inUse; n > 0 && enough(n, l) {
+		if n := l - c.inUse; n > 0 && enough(n, l, c.outstanding) {
 			c.inUse += n
 			c.outstanding += n
 			return n
