@@ -189,8 +189,9 @@ func (p *puller) watch(ctx context.Context) {
 func (p *puller) stop() {
 	p.credits.awaitNoOutstanding(pullQuiet)
 	if err := p.sub.Unsubscribe(); err != nil {
+		// A closed connection closed the subscription too; its last
+		// callback may still run, so wait for it all the same.
 		p.b.log.Warn("ending the pull subscription", "err", err)
-		return
 	}
 	select {
 	case <-p.closed:
