@@ -12,8 +12,10 @@
 //
 // One message's life, from the credit its pull takes to its Ack, retry,
 // dead letter (deadletter.go) or return, with the InProgress that keeps it
-// alive, reads top to bottom in message.go; binding.go wires one function's
-// puller, keeper and workers (workers.go) together. Its result picks the
+// alive, reads top to bottom in message.go. pull.go asks JetStream for
+// messages on one long-lived subscription per function; runcontext.go is
+// the context a handler runs with; binding.go wires one function's puller,
+// keeper and workers (workers.go) together. Its result picks the
 // acknowledgement as documented on jetfn.Handler. On shutdown the runtime
 // stops pulling, lets in-flight handlers finish up to the drain timeout, and
 // returns what is left to the stream for another instance.
