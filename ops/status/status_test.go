@@ -35,13 +35,14 @@ func TestCollect(t *testing.T) {
 	t.Cleanup(func() { _ = other.Stop() })
 
 	ctx := context.Background()
-	instances, err := status.Collect(ctx, runtimetest.Connect(t, ns.ClientURL()), status.DefaultWindow)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(instances) != 2 {
-		t.Fatalf("got %d instances, want the 2 greeters: %+v", len(instances), instances)
-	}
+	nc := runtimetest.Connect(t, ns.ClientURL())
+	// A loaded machine can answer after the window; the test is about what
+	// the instances say, so it asks again until both answered in time.
+	var instances []status.Instance
+	runtimetest.Eventually(t, 20*time.Second, "both greeters to answer within the window", func() bool {
+		instances, err = status.Collect(ctx, nc, status.DefaultWindow)
+		return err == nil && len(instances) == 2
+	})
 	var busy, idle status.Instance
 	for _, in := range instances {
 		if in.Function != "greeter" || in.Version != "1.2.3" || in.ID == "" || in.Started.IsZero() || in.ManifestDigest == "" {
