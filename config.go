@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/jetfn/jetfn/internal/problems"
+	"github.com/jetfn/jetfn/internal/yamlkeys"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -227,7 +228,7 @@ func unknownKey(key *yaml.Node, at string, fields []configField) error {
 		known[i] = f.key
 	}
 	var err error
-	switch best := closestKey(key.Value, known); {
+	switch best := yamlkeys.Closest(key.Value, known); {
 	case best != "":
 		err = fmt.Errorf("%w; did you mean %s?", ErrUnknownConfigKey, best)
 	case len(known) == 0:
@@ -236,48 +237,6 @@ func unknownKey(key *yaml.Node, at string, fields []configField) error {
 		err = fmt.Errorf("%w; the keys are %s", ErrUnknownConfigKey, strings.Join(known, ", "))
 	}
 	return &ConfigError{Key: at, Line: key.Line, Err: err}
-}
-
-// maxHintDistance is how many edits away a known key may be and still be
-// offered: two catches a doubled, dropped or swapped letter.
-const maxHintDistance = 2
-
-// closestKey is the known key nearest to key: one equal but for case, else
-// the first within maxHintDistance edits (and fewer edits than key has
-// letters, so a short key is not "corrected" into an unrelated one). It is
-// empty when none is close.
-func closestKey(key string, known []string) string {
-	best, bestDist := "", maxHintDistance+1
-	for _, k := range known {
-		d := levenshtein(strings.ToLower(key), strings.ToLower(k))
-		if d < bestDist && d < len([]rune(key)) {
-			best, bestDist = k, d
-		}
-	}
-	return best
-}
-
-// levenshtein counts the single-rune insertions, deletions and
-// substitutions that turn a into b.
-func levenshtein(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := range ra {
-		cur := make([]int, len(rb)+1)
-		cur[0] = i + 1
-		for j := range rb {
-			cost := 1
-			if ra[i] == rb[j] {
-				cost = 0
-			}
-			cur[j+1] = min(prev[j+1]+1, cur[j]+1, prev[j]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(rb)]
 }
 
 // locate gives each lineless *ConfigError in err the line of its key.
@@ -304,7 +263,7 @@ func (c Config) line(path string) int {
 	}
 	node, line := c.node, 0
 	for key := range strings.SplitSeq(path, ".") {
-		k, v := mappingEntry(node, key)
+		k, v := yamlkeys.Entry(node, key)
 		if k == nil {
 			return 0
 		}
@@ -318,20 +277,6 @@ func (c Config) blockLine() int {
 		return 0
 	}
 	return c.node.Line
-}
-
-// mappingEntry is the key and value nodes of key in a mapping node, nil if
-// node is no mapping or lacks the key.
-func mappingEntry(node *yaml.Node, key string) (k, v *yaml.Node) {
-	if node == nil || node.Kind != yaml.MappingNode {
-		return nil, nil
-	}
-	for i := 0; i+1 < len(node.Content); i += 2 {
-		if node.Content[i].Value == key {
-			return node.Content[i], node.Content[i+1]
-		}
-	}
-	return nil, nil
 }
 
 // UnmarshalYAML keeps the block as a node.

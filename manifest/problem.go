@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/jetfn/jetfn/internal/yamlkeys"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -104,7 +105,7 @@ func (m *Manifest) lineOf(path []any) int {
 	for _, step := range path {
 		switch s := step.(type) {
 		case string:
-			k, v := mappingEntry(node, s)
+			k, v := yamlkeys.Entry(node, s)
 			if k == nil {
 				return line
 			}
@@ -118,20 +119,6 @@ func (m *Manifest) lineOf(path []any) int {
 		}
 	}
 	return line
-}
-
-// mappingEntry is the key and value nodes of key in a mapping node, nil if
-// node is no mapping or lacks the key.
-func mappingEntry(node *yaml.Node, key string) (k, v *yaml.Node) {
-	if node == nil || node.Kind != yaml.MappingNode {
-		return nil, nil
-	}
-	for i := 0; i+1 < len(node.Content); i += 2 {
-		if node.Content[i].Value == key {
-			return node.Content[i], node.Content[i+1]
-		}
-	}
-	return nil, nil
 }
 
 // sortProblems orders problems by line, keeping the order of those on one
