@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jetfn/jetfn/runtime/runtimetest"
 )
 
 // stack is `go tool task run` (or another command that runs jetfn dev) in a
@@ -147,7 +149,7 @@ func TestTaskRunStops(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	dir := copyModule(t)
+	dir := runtimetest.CopyModule(t)
 	inDir(t, dir, "go", "tool", "task", "build") // so each start below only links
 
 	t.Run("Ctrl-C in a terminal", func(t *testing.T) {

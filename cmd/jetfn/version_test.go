@@ -7,6 +7,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/jetfn/jetfn/runtime/runtimetest"
 )
 
 func TestDescribeBuild(t *testing.T) {
@@ -50,7 +52,7 @@ func TestVersionNamesTheRevision(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("needs git")
 	}
-	dir := copyModule(t)
+	dir := runtimetest.CopyModule(t)
 	git := func(args ...string) string {
 		return strings.TrimSpace(inDir(t, dir, "git", append([]string{"-c", "user.name=jetfn test", "-c", "user.email=test@jetfn.invalid"}, args...)...))
 	}

@@ -36,9 +36,9 @@ func TestReadmeAddingAFunction(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a copy of the module")
 	}
-	root := moduleRoot(t)
+	root := runtimetest.ModuleRoot(t)
 	blocks := readmeBlocks(t, filepath.Join(root, "README.md"), "## Adding a function")
-	dir := copyModule(t, root)
+	dir := runtimetest.CopyModule(t)
 	apply(t, dir, blocks)
 
 	goCmd(t, dir, "vet", "./functions/...")
@@ -224,42 +224,6 @@ func insertAfter(t *testing.T, path, anchor, text string) {
 		t.Fatalf("%s has no %q to insert after", path, anchor)
 	}
 	writeFile(t, path, before+anchor+text+after)
-}
-
-// copyModule copies the module's files (tracked or new, not ignored) into
-// a temporary directory.
-func copyModule(t *testing.T, root string) string {
-	t.Helper()
-	cmd := exec.Command("git", "ls-files", "--cached", "--others", "--exclude-standard", "-z")
-	cmd.Dir = root
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("listing the module's files: %v", err)
-	}
-	dir := t.TempDir()
-	for _, name := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
-		raw, err := os.ReadFile(filepath.Join(root, name))
-		if os.IsNotExist(err) {
-			continue // deleted in the working tree
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		writeFile(t, filepath.Join(dir, name), string(raw))
-	}
-	return dir
-}
-
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Dir(strings.TrimSpace(string(out)))
 }
 
 func goCmd(t *testing.T, dir string, args ...string) {

@@ -1,0 +1,62 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// TestRunContext: the handler's context is done at its deadline, when its
+// parent is cancelled, and for contexts derived from it, as a
+// context.WithTimeout would be. Pure logic: the keeper's tick is called by
+// hand.
+func TestRunContext(t *testing.T) {
+	t.Run("deadline", func(t *testing.T) {
+		var c runContext
+		c.reset(context.Background(), time.Now().Add(-time.Millisecond), 3)
+		if err := c.Err(); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Err past the deadline = %v", err)
+		}
+		if n := numDelivered(&c); n != 3 {
+			t.Errorf("delivery count = %d, want 3", n)
+		}
+	})
+	t.Run("the keeper's tick closes Done", func(t *testing.T) {
+		var c runContext
+		c.reset(context.Background(), time.Now().Add(time.Hour), 1)
+		done := c.Done()
+		c.cancelIfLate(time.Now())
+		select {
+		case <-done:
+			t.Fatal("done before the deadline")
+		default:
+		}
+		c.cancelIfLate(time.Now().Add(2 * time.Hour))
+		<-done
+		if !errors.Is(c.Err(), context.DeadlineExceeded) {
+			t.Fatalf("Err = %v", c.Err())
+		}
+	})
+	t.Run("parent cancelled, and a derived context follows", func(t *testing.T) {
+		parent, cancel := context.WithCancel(context.Background())
+		var c runContext
+		c.reset(parent, time.Time{}, 1)
+		child, stop := context.WithTimeout(&c, time.Hour)
+		defer stop()
+		cancel()
+		<-c.Done()
+		<-child.Done()
+		if !errors.Is(c.Err(), context.Canceled) || !errors.Is(child.Err(), context.Canceled) {
+			t.Fatalf("Err = %v, child %v; want both cancelled", c.Err(), child.Err())
+		}
+		c.release()
+	})
+	t.Run("no timeout, no deadline", func(t *testing.T) {
+		var c runContext
+		c.reset(context.Background(), time.Time{}, 1)
+		if _, ok := c.Deadline(); ok || c.Err() != nil {
+			t.Fatalf("Deadline ok %v, Err %v; want neither", ok, c.Err())
+		}
+	})
+}
