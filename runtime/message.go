@@ -290,15 +290,12 @@ func (b *binding) process(ctx context.Context, d *delivery, s *workerShare) deli
 		b.log.Error("reading message metadata", "err", err)
 		return stateSettled
 	}
-	// A tick past the timeout: a handler that returns when its context is
-	// cancelled is never abandoned.
-	var deadline time.Time
-	if b.spec.Timeout > 0 {
-		deadline = time.Now().Add(b.spec.Timeout + b.keepTick())
-	}
-	var timeout time.Time
+	// The context ends at the timeout; the handler is abandoned a tick
+	// later, so one that returns when its context is cancelled never is.
+	var timeout, deadline time.Time
 	if b.spec.Timeout > 0 {
 		timeout = time.Now().Add(b.spec.Timeout)
+		deadline = timeout.Add(b.keepTick())
 	}
 	d.run.reset(ctx, timeout, msg.NumDelivered)
 	if !b.unsettled.start(d, msg, deadline, s) {
