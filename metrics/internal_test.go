@@ -15,7 +15,7 @@ import (
 )
 
 type fakeRuntime struct {
-	ready                   chan struct{}
+	ready                              chan struct{}
 	consumerErr, workersErr, remoteErr error
 }
 
