@@ -43,6 +43,11 @@ func (m *Manifest) validateRemote(fat place, f *FunctionSpec, add problemFunc) {
 	}
 }
 
+// IsLiteralSubject reports whether one can publish to subj: no empty
+// token, no whitespace, no wildcard. A remote's reply names its outputs'
+// subjects, and only a literal one can be published.
+func IsLiteralSubject(subj string) bool { return checkSubject(subj) == nil && !hasWildcard(subj) }
+
 // hasWildcard reports whether subj has a * or > token.
 func hasWildcard(subj string) bool {
 	for _, t := range strings.Split(subj, ".") {
