@@ -617,6 +617,22 @@ func (b *binding) returnUnstarted(m *nats.Msg) {
 	b.stats.retried.Add(1)
 }
 
+// returnLater gives back a message that reached a binding whose run has
+// ended but whose pull requests may still be open (stop waits up to a
+// pull's wait for them): NakWithDelay(pullWait), by when every one of them
+// has expired. A plain Nak let the server hand the message straight back
+// to one of those requests, and the loop burnt every allowed delivery in
+// milliseconds: a live deploy's re-bind dead-lettered healthy messages,
+// never handled, as "delivered 5 times (maxDeliver) without a handler
+// result" (deploy's TestLiveDeploy, 2 runs in 10).
+func (b *binding) returnLater(m *nats.Msg) {
+	if err := m.NakWithDelay(pullWait); err != nil {
+		b.log.Warn("returning a message during drain", "err", err)
+		return
+	}
+	b.stats.retried.Add(1)
+}
+
 // returnAll Naks, without delay, every delivery in state `from`, so another
 // instance can take it at once. It returns how many it returned.
 func (t *unsettledSet) returnAll(from deliveryState, log *slog.Logger) int {
