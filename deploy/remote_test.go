@@ -3,6 +3,7 @@ package deploy
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,9 +39,10 @@ func greetRemotely(h *handled) func(micro.Request, int) {
 // TestLiveDeployRemote runs two instances that follow one deployment, and
 // two instances of a remote service, under a steady publish stream on a
 // compiled-in function's subject and on the remote function's, whose
-// messages wait in the stream until a revision adds the remote function.
-// Every instance binds it without a restart; every message is handled
-// once, at the remote (counted by Jetfn-Msg-Id) and in the outputs stored.
+// messages wait in the stream until a revision adds the remote function;
+// a later revision changes its entry, which re-binds it. Every instance
+// binds it without a restart; every message is handled once, at the remote
+// (counted by Jetfn-Msg-Id) and in the outputs stored.
 func TestLiveDeployRemote(t *testing.T) {
 	ns := runtimetest.StartNATS(t)
 	admin := runtimetest.Connect(t, ns.ClientURL())
@@ -80,6 +82,23 @@ func TestLiveDeployRemote(t *testing.T) {
 	bound := len(pub.ids("test.b"))
 	runtimetest.Eventually(t, 10*time.Second, "more published after the deploy", func() bool {
 		return len(pub.ids("test.b")) >= bound+200
+	})
+	// A changed entry re-binds: the new binding starts, the old one drains.
+	rebound := manifestWith(alpha("2s"), strings.Replace(remoteBeta, "concurrency: 4", "concurrency: 2", 1))
+	if _, err := Store(ctx, js, "app", rebound); err != nil {
+		t.Fatal(err)
+	}
+	runtimetest.Eventually(t, 30*time.Second, "remote-beta re-bound on both instances", func() bool {
+		for _, rt := range instances {
+			if f, _ := rt.Manifest().Function("remote-beta"); f.Concurrency != 2 {
+				return false
+			}
+		}
+		return true
+	})
+	changed := len(pub.ids("test.b"))
+	runtimetest.Eventually(t, 10*time.Second, "more published after the change", func() bool {
+		return len(pub.ids("test.b")) >= changed+200
 	})
 	pub.halt()
 
