@@ -16,7 +16,10 @@
 // messages on one long-lived subscription per function; runcontext.go is
 // the context a handler runs with; binding.go wires one function's puller,
 // keeper and workers (workers.go) together. Its result picks the
-// acknowledgement as documented on jetfn.Handler. On shutdown the runtime
+// acknowledgement as documented on jetfn.Handler. A remote function's
+// handler (remote.go) is one NATS request per delivery to a micro
+// endpoint, whose reply remote_reply.go maps to that same result;
+// remotewatch.go tracks whether the endpoint has responders, for /readyz. On shutdown the runtime
 // stops pulling, lets in-flight handlers finish up to the drain timeout, and
 // returns what is left to the stream for another instance.
 //
