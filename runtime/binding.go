@@ -71,7 +71,7 @@ func (b *binding) run(ctx context.Context, drainTimeout time.Duration) {
 		b.pull(ctx, p, w)
 		p.stop()
 	}
-	if n := b.unsettled.returnAll(stateBuffered, b.log); n > 0 {
+	if n := b.unsettled.returnAll(b.js.Conn(), stateBuffered, b.log); n > 0 {
 		b.stats.retried.Add(uint64(n))
 		b.log.Info("returned buffered messages for redelivery", "count", n)
 	}

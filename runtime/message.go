@@ -457,7 +457,7 @@ func (b *binding) settle(m *nats.Msg, msg jetfn.Msg, herr error) {
 	out := decide(herr, msg.NumDelivered, &b.spec)
 	switch out.kind {
 	case outcomeAck:
-		if err := m.Ack(); err != nil {
+		if err := reply(b.js.Conn(), m, ackBody); err != nil {
 			b.msgLog(msg).Warn("acking", "err", err)
 			return
 		}
@@ -515,10 +515,26 @@ func (b *binding) deadLetter(m *nats.Msg, msg jetfn.Msg, cause error) {
 // termWithReason is TermWithReason, which nats.Msg lacks: the server
 // puts the reason in its TERMINATED advisory.
 func termWithReason(nc *nats.Conn, m *nats.Msg, reason string) error {
+	return reply(nc, m, []byte("+TERM "+reason))
+}
+
+// The runtime publishes Ack, Nak and InProgress itself, on the connection
+// that pulled the message: nats.Msg's methods allocate their options on
+// every call (one allocation per message in issue 16's profile), and a
+// delivery's state, not the message's acked flag, is what keeps it from
+// being settled twice.
+var (
+	ackBody        = []byte("+ACK")
+	nakBody        = []byte("-NAK")
+	inProgressBody = []byte("+WPI")
+)
+
+// reply sends an acknowledgement body to the message's ack subject.
+func reply(nc *nats.Conn, m *nats.Msg, body []byte) error {
 	if m.Reply == "" {
 		return nats.ErrMsgNoReply
 	}
-	return nc.Publish(m.Reply, []byte("+TERM "+reason))
+	return nc.Publish(m.Reply, body)
 }
 
 // ---- Kept alive: InProgress for every held message, buffered or running.
@@ -532,6 +548,7 @@ func termWithReason(nc *nats.Conn, m *nats.Msg, reason string) error {
 // not a timer per message, keeps short handlers free of cost.
 func (b *binding) keepAlive(ctx context.Context, w *workers) {
 	tick := b.keepTick()
+	beat := inProgress(b.js.Conn())
 	t := time.NewTimer(tick)
 	defer t.Stop()
 	for {
@@ -539,7 +556,7 @@ func (b *binding) keepAlive(ctx context.Context, w *workers) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			res := b.unsettled.keep(b.currentHeartbeat()-tick, b.bufferBeats, w.reserve, inProgress)
+			res := b.unsettled.keep(b.currentHeartbeat()-tick, b.bufferBeats, w.reserve, beat)
 			b.stats.heartbeats.Add(uint64(res.running))
 			b.stats.bufferBeats.Add(uint64(res.buffered))
 			for _, d := range res.overdue {
@@ -561,8 +578,11 @@ func (b *binding) keepTick() time.Duration {
 	return max(every/4, time.Millisecond)
 }
 
-// inProgress sends InProgress, which resets the server's ack-wait timer.
-func inProgress(m *nats.Msg) error { return m.InProgress() }
+// inProgress returns a beat that sends InProgress, which resets the
+// server's ack-wait timer.
+func inProgress(nc *nats.Conn) func(*nats.Msg) error {
+	return func(m *nats.Msg) error { return reply(nc, m, inProgressBody) }
+}
 
 // keepResult is what one pass of keep did.
 type keepResult struct {
@@ -610,7 +630,7 @@ func (t *unsettledSet) keep(every time.Duration, beatBuffered bool, reserve func
 // ---- Returned: a drain gives back what it will not finish.
 
 func (b *binding) returnUnstarted(m *nats.Msg) {
-	if err := m.Nak(); err != nil {
+	if err := reply(b.js.Conn(), m, nakBody); err != nil {
 		b.log.Warn("returning a message during drain", "err", err)
 		return
 	}
@@ -619,7 +639,7 @@ func (b *binding) returnUnstarted(m *nats.Msg) {
 
 // returnAll Naks, without delay, every delivery in state `from`, so another
 // instance can take it at once. It returns how many it returned.
-func (t *unsettledSet) returnAll(from deliveryState, log *slog.Logger) int {
+func (t *unsettledSet) returnAll(nc *nats.Conn, from deliveryState, log *slog.Logger) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := 0
@@ -627,7 +647,7 @@ func (t *unsettledSet) returnAll(from deliveryState, log *slog.Logger) int {
 		if !d.move(from, stateReturned) {
 			continue
 		}
-		if err := d.msg.Nak(); err != nil {
+		if err := reply(nc, d.msg, nakBody); err != nil {
 			log.Warn("returning a message", "err", err)
 			continue
 		}
@@ -642,7 +662,7 @@ func (b *binding) drain(w *workers, timeout time.Duration, cancelHandlers contex
 	if w.wait(timeout) {
 		return
 	}
-	n := b.unsettled.returnAll(stateRunning, b.log)
+	n := b.unsettled.returnAll(b.js.Conn(), stateRunning, b.log)
 	b.stats.retried.Add(uint64(n))
 	b.log.Warn("drain timed out; returned in-flight messages for redelivery", "count", n)
 	cancelHandlers()
