@@ -84,6 +84,23 @@ type credits struct {
 	inUse       int
 	outstanding int
 	closed      bool
+	// waiter is the waiting take's rule, nil while nobody waits: a release
+	// wakes the puller only when the rule would let it pull, not once per
+	// settled message.
+	waiter *creditRule
+}
+
+// creditRule is what take waits for: enough free credits under limit.
+type creditRule struct {
+	limit  func() int
+	enough func(free, limit, outstanding int) bool
+}
+
+// met reports whether the rule lets a take go ahead now. Called with mu held.
+func (c *credits) met(r *creditRule) (n int, ok bool) {
+	l := r.limit()
+	n = l - c.inUse
+	return n, n > 0 && r.enough(n, l, c.outstanding)
 }
 
 func newCredits() *credits {
@@ -99,16 +116,18 @@ func newCredits() *credits {
 // the caller batch refills instead of pulling for every single freed
 // credit.
 func (c *credits) take(limit func() int, enough func(free, limit, outstanding int) bool) int {
+	rule := &creditRule{limit: limit, enough: enough}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for !c.closed {
-		l := limit()
-		if n := l - c.inUse; n > 0 && enough(n, l, c.outstanding) {
+		if n, ok := c.met(rule); ok {
 			c.inUse += n
 			c.outstanding += n
 			return n
 		}
+		c.waiter = rule
 		c.cond.Wait()
+		c.waiter = nil
 	}
 	return 0
 }
@@ -150,7 +169,11 @@ func (c *credits) release(n int) {
 	}
 	c.mu.Lock()
 	c.inUse -= n
-	c.cond.Broadcast()
+	if c.waiter != nil {
+		if _, ok := c.met(c.waiter); ok {
+			c.cond.Broadcast()
+		}
+	}
 	c.mu.Unlock()
 }
 
