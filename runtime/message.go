@@ -627,10 +627,12 @@ func (t *unsettledSet) keep(every time.Duration, beatBuffered bool, reserve func
 	now := time.Now()
 	for d := t.head; d != nil; d = d.next {
 		state := deliveryState(d.state.Load())
-		if state == stateRunning {
-			d.run.cancelIfLate(now)
-		}
-		if state == stateRunning && !d.deadline.IsZero() && now.After(d.deadline) && d.move(stateRunning, stateAbandoned) {
+		// A handler cancelled in this pass gets until the next one to
+		// return: a keeper that ran late must not cancel and abandon it
+		// at once.
+		justCancelled := state == stateRunning && d.run.cancelIfLate(now)
+		if state == stateRunning && !justCancelled && !d.deadline.IsZero() && now.After(d.deadline) &&
+			d.move(stateRunning, stateAbandoned) {
 			reserve()
 			res.overdue = append(res.overdue, d)
 			continue

@@ -117,12 +117,12 @@ func (c *runContext) watchParent() {
 	}
 }
 
-// cancel ends the run with err, once.
-func (c *runContext) cancel(err error) {
+// cancel ends the run with err, once; it reports whether this call did.
+func (c *runContext) cancel(err error) bool {
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
-		return
+		return false
 	}
 	c.err = err
 	if c.done != nil {
@@ -134,13 +134,13 @@ func (c *runContext) cancel(err error) {
 	for _, f := range after {
 		go (*f)()
 	}
+	return true
 }
 
-// cancelIfLate cancels the run once its deadline has passed.
-func (c *runContext) cancelIfLate(now time.Time) {
-	if !c.deadline.IsZero() && !now.Before(c.deadline) {
-		c.cancel(context.DeadlineExceeded)
-	}
+// cancelIfLate cancels the run once its deadline has passed, and reports
+// whether this call cancelled it.
+func (c *runContext) cancelIfLate(now time.Time) bool {
+	return !c.deadline.IsZero() && !now.Before(c.deadline) && c.cancel(context.DeadlineExceeded)
 }
 
 // release stops watching the parent once the handler returned.
