@@ -242,11 +242,10 @@ func (r *Runtime) prepare(spec manifest.FunctionSpec, m *manifest.Manifest) (*bi
 	log := r.opts.log.With("function", spec.Name)
 	stats := &counters{}
 	handler, err := r.functions[spec.Name](jetfn.Deps{
-		Logger: log,
-		Config: spec.Config,
-		Publisher: outputPublisher{js: r.js, function: spec.Name, outputs: spec.OutputSubjects(), stats: stats, log: log,
-			tracer: r.opts.tracer},
-		Mongo: r.opts.mongo,
+		Logger:    log,
+		Config:    spec.Config,
+		Publisher: outputPublisher{js: r.js, function: spec.Name, outputs: spec.OutputSubjects(), stats: stats, log: log, tracer: r.opts.tracer},
+		Mongo:     r.opts.mongo,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("binding %s: constructing handler: %w", spec.Name, err)
