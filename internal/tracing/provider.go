@@ -41,7 +41,7 @@ func FromEnv(ctx context.Context, serviceVersion string) (*Provider, error) {
 	if !Enabled() {
 		return nil, nil
 	}
-	exp, err := newExporter(ctx, protocol())
+	exp, err := newExporter(ctx, Protocol())
 	if err != nil {
 		return nil, err
 	}
@@ -56,9 +56,9 @@ func FromEnv(ctx context.Context, serviceVersion string) (*Provider, error) {
 	return &Provider{sdk: sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))}, nil
 }
 
-// protocol is the traces protocol, the generic one, or the specification's
-// default, http/protobuf.
-func protocol() string {
+// Protocol is the OTLP protocol FromEnv uses: the traces one, the generic
+// one, or the specification's default, http/protobuf.
+func Protocol() string {
 	if p := os.Getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"); p != "" {
 		return p
 	}
