@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"go.opentelemetry.io/otel/trace"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jetfn/jetfn/events"
 	"github.com/jetfn/jetfn/publish"
