@@ -58,12 +58,14 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 	}
 }
 
-// runTracer starts the consumer spans of one function's runs. Its fixed
-// attributes are built once per binding.
+// runTracer starts the consumer spans of one function's runs. The span's
+// name and start options (its kind and the function's fixed attributes)
+// are built once per binding, so a run the sampler drops costs no
+// allocation for them.
 type runTracer struct {
 	tracer trace.Tracer
 	name   string
-	fixed  []attribute.KeyValue
+	start  []trace.SpanStartOption
 	spec   *manifest.FunctionSpec
 }
 
@@ -77,14 +79,14 @@ func newRunTracer(t trace.Tracer, spec *manifest.FunctionSpec) *runTracer {
 		// The conventions want a low-cardinality name: the consumer's
 		// filter, not the subject of each message.
 		name: "process " + subjects,
-		fixed: []attribute.KeyValue{
+		start: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
 			messagingNATS,
 			semconv.MessagingOperationTypeProcess,
 			semconv.MessagingOperationName("process"),
 			semconv.MessagingDestinationTemplate(subjects),
 			semconv.MessagingConsumerGroupName(spec.Durable),
 			AttrFunction.String(spec.Name),
-		}}
+		)}}
 }
 
 // startRun extracts the message's trace context and starts the run's
@@ -95,17 +97,19 @@ func (rt *runTracer) startRun(run *runContext, msg jetfn.Msg) trace.Span {
 		return nil
 	}
 	parent := tracing.Extract(context.Background(), nats.Header(msg.Header))
-	attrs := append(rt.fixed[:len(rt.fixed):len(rt.fixed)],
-		semconv.MessagingDestinationName(msg.Subject),
-		semconv.MessagingMessageBodySize(len(msg.Data)),
-		AttrStream.String(msg.Stream),
-		AttrStreamSequence.Int64(int64(msg.StreamSequence)),
-		AttrNumDelivered.Int64(int64(msg.NumDelivered)))
-	if id := nats.Header(msg.Header).Get(jetstream.MsgIDHeader); id != "" {
-		attrs = append(attrs, semconv.MessagingMessageID(id))
-	}
-	ctx, span := rt.tracer.Start(parent, rt.name, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
+	ctx, span := rt.tracer.Start(parent, rt.name, rt.start...)
 	run.traced = ctx
+	if span.IsRecording() { // the message's own attributes only for a sampled run
+		span.SetAttributes(
+			semconv.MessagingDestinationName(msg.Subject),
+			semconv.MessagingMessageBodySize(len(msg.Data)),
+			AttrStream.String(msg.Stream),
+			AttrStreamSequence.Int64(int64(msg.StreamSequence)),
+			AttrNumDelivered.Int64(int64(msg.NumDelivered)))
+		if id := nats.Header(msg.Header).Get(jetstream.MsgIDHeader); id != "" {
+			span.SetAttributes(semconv.MessagingMessageID(id))
+		}
+	}
 	return span
 }
 
@@ -115,13 +119,16 @@ func (rt *runTracer) endRun(span trace.Span, msg jetfn.Msg, err error) {
 	if span == nil {
 		return
 	}
+	defer span.End()
+	if !span.IsRecording() {
+		return
+	}
 	span.SetAttributes(AttrOutcome.String(decide(err, msg.NumDelivered, rt.spec).kind.String()))
 	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
 		span.SetAttributes(semconv.ErrorTypeKey.String(errorType(err)))
 	}
-	span.End()
 }
 
 // errorType is error.type: the class of a handler's error, from the
@@ -155,19 +162,31 @@ func startSend(ctx context.Context, t trace.Tracer, subject, msgID string, size 
 	if t == nil {
 		return nil, nil
 	}
-	ctx, span := t.Start(ctx, "send "+subject, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(
-		messagingNATS,
-		semconv.MessagingOperationTypeSend,
-		semconv.MessagingOperationName("send"),
-		semconv.MessagingDestinationName(subject),
-		semconv.MessagingMessageID(msgID),
-		semconv.MessagingMessageBodySize(size)))
+	ctx, span := t.Start(ctx, "send "+subject, producer)
+	if span.IsRecording() {
+		span.SetAttributes(
+			messagingNATS,
+			semconv.MessagingOperationTypeSend,
+			semconv.MessagingOperationName("send"),
+			semconv.MessagingDestinationName(subject),
+			semconv.MessagingMessageID(msgID),
+			semconv.MessagingMessageBodySize(size))
+	}
+	// Unsampled, the output still carries the context, and with it the
+	// decision not to sample, to whatever reads it next.
 	return tracing.Inject(ctx, nats.Header{}), span
 }
+
+// producer is the output spans' kind, boxed once.
+var producer = trace.WithSpanKind(trace.SpanKindProducer)
 
 // endSend records where the output was stored, or why not, and ends span.
 func endSend(span trace.Span, ack *jetstream.PubAck, err error) {
 	if span == nil {
+		return
+	}
+	defer span.End()
+	if !span.IsRecording() {
 		return
 	}
 	if err != nil {
@@ -178,7 +197,6 @@ func endSend(span trace.Span, ack *jetstream.PubAck, err error) {
 		span.SetAttributes(AttrStream.String(ack.Stream), AttrStreamSequence.Int64(int64(ack.Sequence)),
 			AttrDuplicate.Bool(ack.Duplicate))
 	}
-	span.End()
 }
 
 // runLogAttrs are the trace IDs of a message for the runtime's lines about
