@@ -41,7 +41,7 @@ func FromEnv(ctx context.Context, serviceVersion string) (*Provider, error) {
 	if !Enabled() {
 		return nil, nil
 	}
-	exp, err := newExporter(ctx, Protocol())
+	exp, err := newExporter(ctx, protocolSetting())
 	if err != nil {
 		return nil, err
 	}
@@ -58,26 +58,31 @@ func FromEnv(ctx context.Context, serviceVersion string) (*Provider, error) {
 
 // Protocol is the OTLP protocol FromEnv uses: the traces one, the generic
 // one, or the specification's default, http/protobuf.
-func Protocol() string {
-	if p := os.Getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"); p != "" {
-		return p
+func Protocol() string { return protocolSetting().value }
+
+// setting is an environment variable's name and value, so an error can
+// name the variable the operator set.
+type setting struct{ name, value string }
+
+func protocolSetting() setting {
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
+		if v := os.Getenv(name); v != "" {
+			return setting{name, v}
+		}
 	}
-	if p := os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL"); p != "" {
-		return p
-	}
-	return "http/protobuf"
+	return setting{"OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"}
 }
 
-// newExporter makes the OTLP exporter for proto. It does not dial: the
-// gRPC connection and HTTP requests happen on the first export.
-func newExporter(ctx context.Context, proto string) (sdktrace.SpanExporter, error) {
-	switch proto {
+// newExporter makes the OTLP exporter for the protocol. It does not dial:
+// the gRPC connection and HTTP requests happen on the first export.
+func newExporter(ctx context.Context, proto setting) (sdktrace.SpanExporter, error) {
+	switch proto.value {
 	case "http/protobuf":
 		return otlptracehttp.New(ctx)
 	case "grpc":
 		return otlptracegrpc.New(ctx)
 	default:
-		return nil, fmt.Errorf("%w: OTEL_EXPORTER_OTLP_PROTOCOL %q (want http/protobuf or grpc)", ErrProtocol, proto)
+		return nil, fmt.Errorf("%w: %s %q (want http/protobuf or grpc)", ErrProtocol, proto.name, proto.value)
 	}
 }
 

@@ -3,6 +3,7 @@ package tracing_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,9 +37,11 @@ func TestFromEnvOffWithoutEndpoint(t *testing.T) {
 func TestFromEnvRefusesUnknownProtocol(t *testing.T) {
 	clearOTLPEnv(t)
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
-	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
-	if _, err := tracing.FromEnv(context.Background(), "v0"); !errors.Is(err, tracing.ErrProtocol) {
-		t.Fatalf("FromEnv with http/json: %v, want ErrProtocol", err)
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/json") // the traces one wins
+	_, err := tracing.FromEnv(context.Background(), "v0")
+	if !errors.Is(err, tracing.ErrProtocol) || !strings.Contains(err.Error(), `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL "http/json"`) {
+		t.Fatalf("FromEnv with http/json: %v, want ErrProtocol naming the variable and its value", err)
 	}
 }
 
