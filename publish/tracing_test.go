@@ -4,22 +4,14 @@ import (
 	"context"
 	"testing"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/jetfn/jetfn/runtime/runtimetest"
 )
 
 // TestPublishCarriesTraceContext: a publish made under the caller's span
 // carries it in traceparent, so the function that takes the event
 // continues the caller's trace; one made without a span carries none.
 func TestPublishCarriesTraceContext(t *testing.T) {
-	ns := runtimetest.StartNATS(t)
-	js, err := jetstream.New(runtimetest.Connect(t, ns.ClientURL()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := recordingStream(t, js)
+	ns, s := recordingServer(t)
 	b := newBackend(t, ns.ClientURL(), nil)
 	tid, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
 	sid, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
