@@ -157,7 +157,7 @@ func TestBackendNATSDown(t *testing.T) {
 	}
 	devstack.StopNATS(ns)
 	start := time.Now()
-	err = b.RecordingEvent(context.Background(), stopped(2))
+	err := b.RecordingEvent(context.Background(), stopped(2))
 	took := time.Since(start)
 	t.Logf("publish with NATS down returned after %s: %v", took, err)
 	if err == nil {
