@@ -34,10 +34,10 @@ func (h traceHandler) WithGroup(name string) slog.Handler {
 	return traceHandler{h.Handler.WithGroup(name)}
 }
 
-// HeaderAttrs is trace_id and span_id of the trace context a NATS header
-// carries (the span that published the message), or nil: for the
+// HeaderAttrs is trace_id and parent_span_id (the span that published the
+// message) of the trace context a NATS header carries, or nil: for the
 // runtime's lines about a message, which are written without the run's
-// context.
+// context, so they name the message's trace but not the run's span.
 func HeaderAttrs(h map[string][]string) []any {
 	sc := trace.SpanContextFromContext(Extract(context.Background(), h))
 	if !sc.IsValid() {
