@@ -38,6 +38,8 @@ type binding struct {
 	observe func(function string, d time.Duration)
 	// refusal is the runtime's note of the last manifest it refused.
 	refusal *atomic.Pointer[string]
+	// trace starts each run's span; nil when tracing is off (tracing.go).
+	trace *runTracer
 }
 
 // run pulls and handles messages until ctx is done, then drains: buffered

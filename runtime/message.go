@@ -392,6 +392,8 @@ func hasControl(s string) bool {
 // the process down.
 func (b *binding) call(d *delivery, msg jetfn.Msg) (err error) {
 	defer d.run.release()
+	span := b.trace.startRun(&d.run, msg)
+	defer func() { b.trace.endRun(span, msg, err) }() // after the recover below
 	defer func() {
 		if r := recover(); r != nil {
 			b.msgLog(msg).Error("handler panicked", "panic", r, "stack", string(debug.Stack()))
@@ -421,7 +423,7 @@ func toMsg(m *nats.Msg) (jetfn.Msg, error) {
 // msgLog is the logger for lines about one message. It is built only when
 // a line is written: on the success path nothing is logged.
 func (b *binding) msgLog(msg jetfn.Msg) *slog.Logger {
-	return b.log.With("stream_seq", msg.StreamSequence, "num_delivered", msg.NumDelivered)
+	return b.log.With("stream_seq", msg.StreamSequence, "num_delivered", msg.NumDelivered).With(b.trace.runLogAttrs(msg)...)
 }
 
 // errExhausted is the reason of a dead letter whose every allowed delivery
