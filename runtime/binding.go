@@ -41,6 +41,8 @@ type binding struct {
 	// remote is a remote function's view of its endpoint's responders
 	// (remotewatch.go); nil for a compiled-in function.
 	remote *remoteState
+	// trace starts each run's span; nil when tracing is off (tracing.go).
+	trace *runTracer
 }
 
 // run pulls and handles messages until ctx is done, then drains: buffered
@@ -74,7 +76,7 @@ func (b *binding) run(ctx context.Context, drainTimeout time.Duration) {
 		b.pull(ctx, p, w)
 		p.stop()
 	}
-	if n := b.unsettled.returnAll(stateBuffered, b.log); n > 0 {
+	if n := b.unsettled.returnAll(b.js.Conn(), stateBuffered, b.log); n > 0 {
 		b.stats.retried.Add(uint64(n))
 		b.log.Info("returned buffered messages for redelivery", "count", n)
 	}

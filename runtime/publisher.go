@@ -8,7 +8,9 @@ import (
 
 	"github.com/jetfn/jetfn"
 	"github.com/jetfn/jetfn/manifest"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // publishTimeout bounds one publish. jetstream.Publish waits for the PubAck
@@ -22,14 +24,16 @@ const publishTimeout = 5 * time.Second
 // publishAcked publishes and waits for the stream's acknowledgement. A
 // duplicate inside the window is acknowledged too (and dropped by the
 // stream), so a retried publish succeeds without storing a second message.
-func publishAcked(ctx context.Context, js jetstream.JetStream, subject string, data []byte, msgID string) (*jetstream.PubAck, error) {
+// header may be nil.
+func publishAcked(ctx context.Context, js jetstream.JetStream, subject string, data []byte, msgID string,
+	header nats.Header) (*jetstream.PubAck, error) {
 	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
 	defer cancel()
 	var opts []jetstream.PublishOpt
 	if msgID != "" {
 		opts = append(opts, jetstream.WithMsgID(msgID))
 	}
-	ack, err := js.Publish(ctx, subject, data, opts...)
+	ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: data, Header: header}, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("publishing to %s: %w", subject, err)
 	}
@@ -45,6 +49,8 @@ type outputPublisher struct {
 	outputs  []string
 	stats    *counters
 	log      *slog.Logger
+	// tracer starts each output's producer span; nil when tracing is off.
+	tracer trace.Tracer
 }
 
 var _ jetfn.Publisher = outputPublisher{}
@@ -58,7 +64,9 @@ func (p outputPublisher) Publish(ctx context.Context, subject string, data []byt
 	if err != nil {
 		return err
 	}
-	ack, err := publishAcked(ctx, p.js, subject, data, msgID)
+	header, span := startSend(ctx, p.tracer, subject, msgID, len(data))
+	ack, err := publishAcked(ctx, p.js, subject, data, msgID, header)
+	endSend(span, ack, err)
 	if err != nil || !ack.Duplicate {
 		return err
 	}

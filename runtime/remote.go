@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/jetfn/jetfn"
+	"github.com/jetfn/jetfn/internal/tracing"
 	"github.com/jetfn/jetfn/manifest"
 )
 
@@ -69,7 +70,7 @@ func (h *remoteHandler) Handle(ctx context.Context, msg jetfn.Msg) error {
 		ctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
-	reply, err := h.nc.RequestMsgWithContext(ctx, h.request(msg, deadline))
+	reply, err := h.nc.RequestMsgWithContext(ctx, h.request(ctx, msg, deadline))
 	if err != nil {
 		return h.requestFailed(err, deadline)
 	}
@@ -88,8 +89,10 @@ func (h *remoteHandler) Handle(ctx context.Context, msg jetfn.Msg) error {
 
 // request is the delivery as the remote sees it: the payload unchanged, the
 // message's own headers, and jetfn's (which win over a publisher's of the
-// same name).
-func (h *remoteHandler) request(msg jetfn.Msg, deadline time.Time) *nats.Msg {
+// same name). With tracing on, its traceparent names the run's span, so the
+// remote's spans are children of jetfn's "process" span; off, the
+// publisher's trace headers pass as they came.
+func (h *remoteHandler) request(ctx context.Context, msg jetfn.Msg, deadline time.Time) *nats.Msg {
 	header := make(nats.Header, len(msg.Header)+7)
 	maps.Copy(header, nats.Header(msg.Header))
 	header.Set(HeaderFunction, h.function)
@@ -101,7 +104,7 @@ func (h *remoteHandler) request(msg jetfn.Msg, deadline time.Time) *nats.Msg {
 	if !deadline.IsZero() {
 		header.Set(HeaderRemoteDeadline, deadline.UTC().Format(remoteDeadlineLayout))
 	}
-	return &nats.Msg{Subject: h.subject, Data: msg.Data, Header: header}
+	return &nats.Msg{Subject: h.subject, Data: msg.Data, Header: tracing.Inject(ctx, header)}
 }
 
 // requestFailed is the result of a request that got no reply: every case

@@ -11,7 +11,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/jetfn/jetfn/internal/tracing"
 	"github.com/jetfn/jetfn/manifest"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
 )
@@ -311,5 +313,30 @@ func TestRemoteKeptAliveWhileItWorks(t *testing.T) {
 	t.Logf("%d heartbeats while the remote worked 2.5s with ackWait 1s", s.Heartbeats)
 	if n := len(remote.Calls()); n != 1 || s.Heartbeats == 0 || s.Redeliveries != 0 {
 		t.Fatalf("remote got %d requests, %d heartbeats, %d redeliveries; want 1 request kept alive", n, s.Heartbeats, s.Redeliveries)
+	}
+}
+
+// TestRemoteRequestCarriesTheRunSpan: with tracing on, the request's
+// traceparent names the run's consumer span, in the publisher's trace, so
+// the remote's spans are its children.
+func TestRemoteRequestCarriesTheRunSpan(t *testing.T) {
+	env := newTracedEnv(t)
+	remote := env.startRemote(succeed)
+	rt, err := New(env.nc, remoteManifest(t, ""), nil, WithLogger(testLogger()), WithTracerProvider(env.tp),
+		withRemoteProbe(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.run(rt)
+	published := env.publishTraced("test.in", `{}`, "m1")
+	run := env.spansNamed("process test.in", 1)[0]
+	calls := remote.Calls()
+	if len(calls) != 1 {
+		t.Fatalf("remote got %d requests, want 1", len(calls))
+	}
+	got := trace.SpanContextFromContext(tracing.Extract(context.Background(), calls[0].Header))
+	if got.TraceID() != published.TraceID() || got.SpanID() != run.SpanContext.SpanID() {
+		t.Errorf("request traceparent %s/%s, want the run span %s/%s", got.TraceID(), got.SpanID(),
+			published.TraceID(), run.SpanContext.SpanID())
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // DefaultDrainTimeout is how long a shutdown lets in-flight handlers finish.
@@ -56,6 +57,7 @@ type options struct {
 	// show what the keeper prevents.
 	noBufferBeats bool
 	observe       func(function string, d time.Duration)
+	tracer        trace.Tracer // nil: tracing off (tracing.go)
 	// remoteProbe is how often remote functions look up their instances.
 	remoteProbe time.Duration
 }
@@ -253,7 +255,7 @@ func (r *Runtime) prepare(spec manifest.FunctionSpec, m *manifest.Manifest) (*bi
 	deps := jetfn.Deps{
 		Logger:    log,
 		Config:    spec.Config,
-		Publisher: outputPublisher{js: r.js, function: spec.Name, outputs: spec.OutputSubjects(), stats: stats, log: log},
+		Publisher: outputPublisher{js: r.js, function: spec.Name, outputs: spec.OutputSubjects(), stats: stats, log: log, tracer: r.opts.tracer},
 		Mongo:     r.opts.mongo,
 	}
 	var handler jetfn.Handler
@@ -277,6 +279,7 @@ func (r *Runtime) prepare(spec manifest.FunctionSpec, m *manifest.Manifest) (*bi
 		refusal:     &r.refusal,
 	}
 	b.heartbeat.Store(int64(spec.Heartbeat))
+	b.trace = newRunTracer(r.opts.tracer, &b.spec)
 	return b, nil
 }
 
