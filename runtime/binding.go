@@ -117,6 +117,22 @@ func (b *binding) tightenHeartbeat(hb time.Duration) {
 	}
 }
 
+// everyOrKicked calls do every interval, and at once whenever kick
+// receives, until ctx is done.
+func everyOrKicked(ctx context.Context, every time.Duration, kick <-chan struct{}, do func(context.Context)) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-kick:
+		}
+		do(ctx)
+	}
+}
+
 // pause waits d or until ctx is done, to slow a retry loop after an error.
 func pause(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)

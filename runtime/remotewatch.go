@@ -83,17 +83,7 @@ func (s *remoteState) fill(st *Stats) {
 // it has none. A probe that fails (a reconnect) changes nothing: requests
 // keep observing.
 func (r *Runtime) watchRemotes(ctx context.Context) {
-	t := time.NewTicker(r.opts.remoteProbe)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-r.probeNow:
-		}
-		r.probeRemotes(ctx)
-	}
+	everyOrKicked(ctx, r.opts.remoteProbe, r.probeNow, r.probeRemotes)
 }
 
 // probeRemotesNow asks watchRemotes for a probe without waiting for it.
