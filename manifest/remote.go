@@ -11,19 +11,17 @@ import (
 // remote may answer it: no stream may store it (JetStream would store each
 // request and answer it with a PubAck, which jetfn would read as the
 // reply), and it is neither a NATS system subject nor a function's status
-// endpoint, which jetfn's own micro service answers.
-// A config block is refused because nothing would read it: the remote has
-// its own settings.
+// endpoint, which jetfn's own micro service answers. A config block is
+// refused because nothing would read it: the remote has its own settings.
 func (m *Manifest) validateRemote(fat place, f *FunctionSpec, add problemFunc) {
 	if !f.IsRemote() {
 		return
 	}
-	rat := fat.key("remote")
 	if !f.Config.Equal(jetfn.Config{}) {
 		add(fat.key("config"), "a remote function takes no config block; the remote service keeps its own settings")
 	}
 	subj := f.Remote.Subject
-	sat := rat.key("subject")
+	sat := fat.key("remote").key("subject")
 	if subj == "" {
 		add(sat, "required: the subject of the NATS micro endpoint that handles each delivery")
 		return

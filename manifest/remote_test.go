@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -50,19 +51,10 @@ func TestRemoteFunctionValid(t *testing.T) {
 	}
 	perms := m.Permissions(PermissionOptions{})
 	for _, want := range []string{"greeter.handle", "$SRV.INFO"} {
-		if !contains(perms.Publish, want) {
+		if !slices.Contains(perms.Publish, want) {
 			t.Errorf("permissions publish %v lack %s", perms.Publish, want)
 		}
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // TestRemoteFunctionProblems: every problem of a remote block names its
