@@ -18,10 +18,11 @@ type fakeRuntime struct {
 	consumerErr, workersErr error
 }
 
-func (f fakeRuntime) Stats() []runtime.Stats  { return nil }
-func (f fakeRuntime) Ready() <-chan struct{}  { return f.ready }
-func (f fakeRuntime) ConsumerProblems() error { return f.consumerErr }
-func (f fakeRuntime) WorkersStuck() error     { return f.workersErr }
+func (f fakeRuntime) Stats() []runtime.Stats   { return nil }
+func (f fakeRuntime) Ready() <-chan struct{}   { return f.ready }
+func (f fakeRuntime) ConsumerProblems() error  { return f.consumerErr }
+func (f fakeRuntime) WorkersStuck() error      { return f.workersErr }
+func (f fakeRuntime) RemotesUnanswered() error { return nil }
 
 type fakeConn bool
 

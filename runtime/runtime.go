@@ -53,6 +53,8 @@ type options struct {
 	// show what the keeper prevents.
 	noBufferBeats bool
 	observe       func(function string, d time.Duration)
+	// remoteProbe is how often remote functions look up their instances.
+	remoteProbe time.Duration
 }
 
 // Option configures a Runtime.
@@ -129,7 +131,8 @@ func WithHandlerObserver(observe func(function string, d time.Duration)) Option 
 // New validates the manifest against the compiled-in functions and returns
 // a Runtime ready to Run. It does not touch the server yet.
 func New(nc *nats.Conn, m *manifest.Manifest, functions []jetfn.Function, opts ...Option) (*Runtime, error) {
-	o := options{log: slog.New(slog.NewTextHandler(io.Discard, nil)), drainTimeout: DefaultDrainTimeout}
+	o := options{log: slog.New(slog.NewTextHandler(io.Discard, nil)), drainTimeout: DefaultDrainTimeout,
+		remoteProbe: DefaultRemoteProbe}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return nil, err
@@ -239,17 +242,25 @@ func (r *Runtime) currentManifest() *manifest.Manifest {
 func (r *Runtime) prepare(spec manifest.FunctionSpec, m *manifest.Manifest) (*binding, error) {
 	log := r.opts.log.With("function", spec.Name)
 	stats := &counters{}
-	handler, err := r.functions[spec.Name](jetfn.Deps{
+	deps := jetfn.Deps{
 		Logger:    log,
 		Config:    spec.Config,
 		Publisher: outputPublisher{js: r.js, function: spec.Name, outputs: spec.OutputSubjects(), stats: stats, log: log},
 		Mongo:     r.opts.mongo,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("binding %s: constructing handler: %w", spec.Name, err)
+	}
+	var handler jetfn.Handler
+	var remote *remoteState
+	if spec.IsRemote() {
+		h := newRemoteHandler(r.nc, spec, deps.Publisher)
+		handler, remote = h, h.state
+	} else {
+		var err error
+		if handler, err = r.functions[spec.Name](deps); err != nil {
+			return nil, fmt.Errorf("binding %s: constructing handler: %w", spec.Name, err)
+		}
 	}
 	b := &binding{
-		spec: spec, handler: handler, js: r.js,
+		spec: spec, handler: handler, js: r.js, remote: remote, remoteProbe: r.opts.remoteProbe,
 		dlSubject:   m.DeadLetterSubject(spec.Name),
 		stats:       stats,
 		log:         log,

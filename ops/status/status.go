@@ -4,13 +4,13 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/jetfn/jetfn/internal/discovery"
 	"github.com/jetfn/jetfn/runtime"
 )
 
@@ -48,32 +48,18 @@ func (i Instance) Uptime(now time.Time) time.Duration {
 // function instances that answered within window, sorted by function and
 // instance id.
 func Collect(ctx context.Context, nc *nats.Conn, window time.Duration) ([]Instance, error) {
-	replies := make(chan *nats.Msg, 256)
-	inbox := nc.NewRespInbox()
-	sub, err := nc.ChanSubscribe(inbox, replies)
+	replies, err := discovery.Gather(ctx, nc, statsSubject, window)
 	if err != nil {
-		return nil, fmt.Errorf("subscribing to replies: %w", err)
+		return nil, err
 	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := nc.PublishRequest(statsSubject, inbox, nil); err != nil {
-		return nil, fmt.Errorf("requesting %s: %w", statsSubject, err)
-	}
-	timer := time.NewTimer(window)
-	defer timer.Stop()
 	var out []Instance
-	for {
-		select {
-		case msg := <-replies:
-			if inst, ok := decode(msg.Data); ok {
-				out = append(out, inst)
-			}
-		case <-timer.C:
-			sortInstances(out)
-			return out, nil
-		case <-ctx.Done():
-			return nil, ctx.Err()
+	for _, data := range replies {
+		if inst, ok := decode(data); ok {
+			out = append(out, inst)
 		}
 	}
+	sortInstances(out)
+	return out, nil
 }
 
 // decode turns one $SRV.STATS reply into an Instance; ok is false for a

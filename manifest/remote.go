@@ -1,0 +1,66 @@
+package manifest
+
+import (
+	"strings"
+
+	"github.com/jetfn/jetfn"
+)
+
+// validateRemote checks a remote function's endpoint. The subject must be
+// literal, since one request goes to one subject, and no stream may store
+// it: JetStream would store each request and answer it with a PubAck, so
+// the remote would never see it and jetfn would read the PubAck as a reply.
+// A config block is refused because nothing would read it: the remote has
+// its own settings.
+func (m *Manifest) validateRemote(fat place, f *FunctionSpec, add problemFunc) {
+	if !f.IsRemote() {
+		return
+	}
+	rat := fat.key("remote")
+	if !f.Config.Equal(jetfn.Config{}) {
+		add(fat.key("config"), "a remote function takes no config block; the remote service keeps its own settings")
+	}
+	subj := f.Remote.Subject
+	sat := rat.key("subject")
+	if subj == "" {
+		add(sat, "required: the subject of the NATS micro endpoint that handles each delivery")
+		return
+	}
+	if err := checkSubject(subj); err != nil {
+		add(sat, "%v", err)
+		return
+	}
+	if hasWildcard(subj) {
+		add(sat, "%s holds a wildcard; a request goes to one literal subject", subj)
+	}
+	for _, s := range m.Streams {
+		for _, ss := range s.Subjects {
+			if SubjectsOverlap(subj, ss) {
+				add(sat, "%s is stored by stream %s (subjects %v): JetStream would store each request and answer "+
+					"it with a PubAck instead of the remote", subj, s.Name, s.Subjects)
+			}
+		}
+	}
+}
+
+// hasWildcard reports whether subj has a * or > token.
+func hasWildcard(subj string) bool {
+	for _, t := range strings.Split(subj, ".") {
+		if t == "*" || t == ">" {
+			return true
+		}
+	}
+	return false
+}
+
+// RemoteSubjects lists the endpoint subjects of m's remote functions, in
+// manifest order.
+func (m *Manifest) RemoteSubjects() []string {
+	var out []string
+	for _, f := range m.Functions {
+		if f.IsRemote() {
+			out = append(out, f.Remote.Subject)
+		}
+	}
+	return out
+}
