@@ -6,12 +6,8 @@ package remotenode
 import (
 	"encoding/json"
 	"fmt"
-	"log/slog"
-	"os"
-	"os/exec"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,7 +17,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/jetfn/jetfn"
-	"github.com/jetfn/jetfn/manifest"
 	"github.com/jetfn/jetfn/runtime"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
 	"github.com/jetfn/jetfn/test/crash"
@@ -42,6 +37,7 @@ streams:
     subjects: ["deadletter.>"]
 functions:
   - name: remote-greet
+    version: 1.0.0
     stream: GREETINGS
     subject: greet.requested
     ackWait: 2s
@@ -64,51 +60,60 @@ type greeting struct {
 	Greeting string `bson:"greeting"`
 }
 
-// TestNodeRemote publishes greetings (one with its own message ID, one
-// without, whose key is then <stream>:<seq>), one delivered twice because
-// its first ack is dropped on the way to the server, and one that is not
-// JSON. Each good input must leave one document and one greet.done with
-// jetfn's scoped message ID; the bad one a dead letter with the remote's
-// reason and nothing else.
+// TestNodeRemote publishes greetings: one whose first ack is dropped on
+// its way to the server, so the remote gets it twice; one while the
+// remote's Mongo is down, so the remote answers 503 with Retry-After until
+// it is back; one without a message ID (its key is then <stream>:<seq>);
+// and one that is not JSON. Each good input must leave one document and
+// one greet.done with jetfn's scoped message ID; the bad one a dead letter
+// with the remote's reason and nothing else.
 func TestNodeRemote(t *testing.T) {
 	requireNode(t)
-	ns := runtimetest.StartNATS(t)
-	mongoSrv, mc := runtimetest.StartMongo(t)
-	db := mc.Database("remote_node")
-	startNodeRemote(t, ns.ClientURL(), mongoSrv.URI, db.Name())
+	s := startStack(t)
 
-	// jetfn reaches NATS through a proxy that can drop its acks, so one
-	// input gets a real second delivery.
-	proxy, err := crash.StartProxy(strings.TrimPrefix(ns.ClientURL(), "nats://"), outputSubj, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(proxy.Close)
-	startRuntime(t, proxy.URL())
+	twice := s.redelivered(t, `{"name":"Ana"}`, "req-ana")
+	waited := s.duringMongoOutage(t, `{"name":"Dora"}`, "req-dora")
+	good := []input{twice, waited, s.publish(t, `{"name":"Ben"}`, "req-ben"), s.publish(t, `{"name":"Cleo"}`, "")}
+	bad := s.publish(t, `not json`, "req-bad")
+	s.awaitSettled(t, bad.seq)
 
-	nc := runtimetest.Connect(t, ns.ClientURL())
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy.Set(crash.ClassAck, crash.Drop)
-	twice := publish(t, js, `{"name":"Ana"}`, "req-ana")
+	checkDocuments(t, s.db.Collection("greetings"), good)
+	checkOutputs(t, s.js, good)
+	checkDeadLetter(t, s.js, bad, "payload is not JSON")
+}
+
+// redelivered publishes one input with jetfn's acks dropped until the
+// first is, so the server redelivers it after ackWait and the remote
+// handles it twice.
+func (s *stack) redelivered(t *testing.T, data, msgID string) input {
+	t.Helper()
+	before := s.consumerInfo(t).Delivered.Consumer
+	s.jetfnProxy.Set(crash.ClassAck, crash.Drop)
+	in := s.publish(t, data, msgID)
 	runtimetest.Eventually(t, 10*time.Second, "the dropped ack of the first delivery", func() bool {
-		return proxy.Count(crash.ClassAck, crash.Drop) > 0
+		return s.jetfnProxy.Count(crash.ClassAck, crash.Drop) > 0
 	})
-	proxy.Reset()
-	awaitSettled(t, js, twice.seq)
-	if info := consumerInfo(t, js); info.Delivered.Consumer != 2 {
-		t.Fatalf("consumer delivered %d times, want 2: the input once and its redelivery", info.Delivered.Consumer)
+	s.jetfnProxy.Reset()
+	s.awaitSettled(t, in.seq)
+	if n := s.consumerInfo(t).Delivered.Consumer - before; n != 2 {
+		t.Fatalf("%s delivered %d times, want 2: once and its redelivery", msgID, n)
 	}
+	return in
+}
 
-	good := []input{twice, publish(t, js, `{"name":"Ben"}`, "req-ben"), publish(t, js, `{"name":"Cleo"}`, "")}
-	bad := publish(t, js, `not json`, "req-bad")
-	awaitSettled(t, js, bad.seq)
-
-	checkDocuments(t, db.Collection("greetings"), good)
-	checkOutputs(t, js, good)
-	checkDeadLetter(t, js, bad, "payload is not JSON")
+// duringMongoOutage stops the remote's Mongo, publishes one input, waits
+// for the remote's 503 with Retry-After for it, then starts Mongo again.
+func (s *stack) duringMongoOutage(t *testing.T, data, msgID string) input {
+	t.Helper()
+	errs := s.errorReplies(t)
+	s.stopMongo(t)
+	in := s.publish(t, data, msgID)
+	runtimetest.Eventually(t, 20*time.Second, "the remote's 503 reply", func() bool {
+		return slices.Contains(errs(), "503 Retry-After 1")
+	})
+	s.startMongo(t)
+	s.awaitSettled(t, in.seq)
+	return in
 }
 
 // input is one published request and the key jetfn gives it (msg.ID()).
@@ -117,13 +122,13 @@ type input struct {
 	seq       uint64
 }
 
-func publish(t *testing.T, js jetstream.JetStream, data, msgID string) input {
+func (s *stack) publish(t *testing.T, data, msgID string) input {
 	t.Helper()
 	var opts []jetstream.PublishOpt
 	if msgID != "" {
 		opts = append(opts, jetstream.WithMsgID(msgID))
 	}
-	ack, err := js.Publish(t.Context(), inputSubject, []byte(data), opts...)
+	ack, err := s.js.Publish(t.Context(), inputSubject, []byte(data), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,10 +145,10 @@ func publish(t *testing.T, js jetstream.JetStream, data, msgID string) input {
 
 // awaitSettled waits until the function's consumer has acked (or
 // terminated) everything up to stream sequence seq.
-func awaitSettled(t *testing.T, js jetstream.JetStream, seq uint64) {
+func (s *stack) awaitSettled(t *testing.T, seq uint64) {
 	t.Helper()
 	runtimetest.Eventually(t, 30*time.Second, fmt.Sprintf("the ack of stream sequence %d", seq), func() bool {
-		c, err := js.Consumer(t.Context(), "GREETINGS", functionName)
+		c, err := s.js.Consumer(t.Context(), "GREETINGS", functionName)
 		if err != nil {
 			return false
 		}
@@ -152,9 +157,9 @@ func awaitSettled(t *testing.T, js jetstream.JetStream, seq uint64) {
 	})
 }
 
-func consumerInfo(t *testing.T, js jetstream.JetStream) *jetstream.ConsumerInfo {
+func (s *stack) consumerInfo(t *testing.T) *jetstream.ConsumerInfo {
 	t.Helper()
-	c, err := js.Consumer(t.Context(), "GREETINGS", functionName)
+	c, err := s.js.Consumer(t.Context(), "GREETINGS", functionName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,76 +248,3 @@ func checkDeadLetter(t *testing.T, js jetstream.JetStream, bad input, reason str
 	}
 }
 
-// startRuntime runs jetfn's runtime with the test manifest until the test
-// ends; remote-greet is in no registry, so no compiled-in functions.
-func startRuntime(t *testing.T, natsURL string) {
-	t.Helper()
-	m, err := manifest.Parse([]byte(testManifest))
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc := runtimetest.Connect(t, natsURL)
-	rt, err := runtime.New(nc, m, nil, runtime.WithDrainTimeout(5*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	runtimetest.RunInBackground(t, rt)
-}
-
-// requireNode skips when this machine cannot run the example; CI installs
-// its packages (.ci/run: npm ci --prefix examples/remote-node), so it never
-// skips there.
-func requireNode(t *testing.T) {
-	t.Helper()
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("node is not on PATH: install Node.js 20.19 or later to run the Node remote example")
-	}
-	if _, err := os.Stat("node_modules"); err != nil {
-		t.Skip("examples/remote-node/node_modules is missing: run `npm ci --prefix examples/remote-node`")
-	}
-}
-
-// startNodeRemote runs `node index.js` until the test ends and waits until
-// its micro service answers a ping. At the end it sends SIGTERM and wants
-// a clean exit: the example drains its requests in flight.
-func startNodeRemote(t *testing.T, natsURL, mongoURI, database string) {
-	t.Helper()
-	var out runtimetest.LogBuffer
-	cmd := exec.Command("node", "index.js")
-	cmd.Env = append(os.Environ(), "NATS_URL="+natsURL, "MONGO_URI="+mongoURI, "MONGO_DATABASE="+database)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-exited:
-			if err != nil {
-				t.Errorf("node remote exited with %v after SIGTERM; its output:\n%s", err, out.String())
-			}
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			t.Errorf("node remote still running 10s after SIGTERM; its output:\n%s", out.String())
-		}
-	})
-	nc := runtimetest.Connect(t, natsURL)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		_, err := nc.Request("$SRV.PING.greeter", nil, 200*time.Millisecond)
-		if err == nil {
-			return
-		}
-		select {
-		case err := <-exited:
-			t.Fatalf("node remote exited before it answered a ping: %v; its output:\n%s", err, out.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("node remote did not answer $SRV.PING.greeter within 30s (%v); its output:\n%s", err, out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
