@@ -64,3 +64,18 @@ func (m *Manifest) RemoteSubjects() []string {
 	}
 	return out
 }
+
+// FunctionProblem is err about key (dotted, e.g. "remote.subject") of the
+// i-th function, placed at its line like every other problem, for checks
+// made outside this package (`jetfn check --server` asks the server).
+func (m *Manifest) FunctionProblem(i int, key string, err error) *Problem {
+	p := at("functions").index(i, m.Functions[i].Name)
+	for _, k := range strings.Split(key, ".") {
+		p = p.key(k)
+	}
+	return m.problem(p, err)
+}
+
+// File is the path the manifest was read from; empty for bytes from
+// elsewhere.
+func (m *Manifest) File() string { return m.file }

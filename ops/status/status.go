@@ -34,6 +34,10 @@ type Instance struct {
 	ManifestDigest string            `json:"manifest_digest,omitempty"`
 	Metadata       map[string]string `json:"metadata,omitempty"`
 	Stats          runtime.Stats     `json:"stats"`
+	// RemoteInstances are, for a remote function, the micro service
+	// instances that serve its endpoint (every instance of the function
+	// lists the same ones).
+	RemoteInstances []RemoteInstance `json:"remote_instances,omitempty"`
 }
 
 // Uptime is how long the instance has run at now.
@@ -53,11 +57,18 @@ func Collect(ctx context.Context, nc *nats.Conn, window time.Duration) ([]Instan
 		return nil, err
 	}
 	var out []Instance
+	var services []micro.Stats
 	for _, data := range replies {
-		if inst, ok := decode(data); ok {
+		var st micro.Stats
+		if json.Unmarshal(data, &st) != nil {
+			continue
+		}
+		services = append(services, st)
+		if inst, ok := fromStats(st); ok {
 			out = append(out, inst)
 		}
 	}
+	attachRemotes(out, services)
 	sortInstances(out)
 	return out, nil
 }
@@ -69,6 +80,10 @@ func decode(data []byte) (Instance, bool) {
 	if err := json.Unmarshal(data, &st); err != nil {
 		return Instance{}, false
 	}
+	return fromStats(st)
+}
+
+func fromStats(st micro.Stats) (Instance, bool) {
 	inst := Instance{
 		Function: st.Name, Version: st.Version, ID: st.ID, Started: st.Started,
 		ManifestDigest: st.Metadata["manifest_digest"], Metadata: st.Metadata,
