@@ -1,13 +1,14 @@
 // A jetfn remote function in Node: a NATS micro service that jetfn calls once
-// per JetStream delivery (see "Remote functions" in jetfn's README).
+// per JetStream delivery (README: "Remote functions"). It is the Go example's
+// greeter in Node, for the same manifest (examples/remote-go/manifest.yaml).
 //
 // It stores one greeting per input in MongoDB and replies with one output,
 // greet.done, which jetfn publishes and then acks. The document is keyed by
 // the Jetfn-Msg-Id header, the same on every redelivery, so a delivery that
 // jetfn sends again (this process died before its reply, the reply was lost)
-// stores nothing new and replies with the same output, which the stream
-// drops as a duplicate. The service holds no JetStream code: the reply alone
-// decides whether jetfn acks, retries or dead-letters.
+// stores nothing new, and its output, keyed the same, is dropped by the
+// stream as a duplicate. No JetStream code: the reply alone decides whether
+// jetfn acks, retries or dead-letters.
 //
 //   NATS_URL=nats://127.0.0.1:4222 MONGO_URI=mongodb://127.0.0.1:27017/ node index.js
 import { connect, headers } from "@nats-io/transport-node";
@@ -53,23 +54,23 @@ for (const signal of ["SIGINT", "SIGTERM"]) process.once(signal, shutdown);
 // unreachable, 500 for anything else (retried on the manifest's backoff).
 async function handle(msg) {
   const id = msg.headers?.get("Jetfn-Msg-Id");
-  if (!id) return msg.respondError(400, "no Jetfn-Msg-Id header: not a request from jetfn");
+  if (!id) return msg.respondError(400, "no Jetfn-Msg-Id header: not a jetfn delivery");
   let name;
   try {
     name = parseName(msg.string());
   } catch (e) {
     return msg.respondError(400, e.message);
   }
-  let doc;
+  const greeting = `hello, ${name}`;
   try {
-    doc = await store(id, name);
+    await store(id, name, greeting);
   } catch (e) {
     if (!(e instanceof MongoNetworkError || e instanceof MongoServerSelectionError)) throw e;
     const h = headers();
     h.set("Retry-After", RETRY_AFTER_SECONDS);
     return msg.respondError(503, `mongo unavailable: ${e.message}`, undefined, { headers: h });
   }
-  const data = { name: doc.name, greeting: doc.greeting };
+  const data = { greeting, request: id };
   msg.respond(JSON.stringify({ outputs: [{ subject: OUTPUT, data, key: id }] }));
 }
 
@@ -81,26 +82,23 @@ function parseName(text) {
   } catch (e) {
     throw new Error(`payload is not JSON: ${e.message}`);
   }
-  if (typeof req?.name !== "string" || req.name.trim() === "") {
-    throw new Error('payload needs a non-empty string "name"');
+  if (typeof req?.name !== "string" || req.name === "") {
+    throw new Error('bad payload: want {"name": "..."}');
   }
   return req.name;
 }
 
-// store upserts the greeting under the input's idempotency key and returns
-// the stored document. $setOnInsert leaves a document that an earlier
-// delivery stored as it was, so the reply is the same on every delivery.
-async function store(id, name) {
-  const fields = { name, greeting: `Hello, ${name}!`, createdAt: new Date() };
+// store upserts the greeting under the input's idempotency key;
+// $setOnInsert leaves a document that an earlier delivery stored as it was.
+async function store(id, name, greeting) {
   try {
-    return await greetings.findOneAndUpdate(
+    await greetings.updateOne(
       { _id: id },
-      { $setOnInsert: fields },
-      { upsert: true, returnDocument: "after" },
+      { $setOnInsert: { name, greeting, created: new Date() } },
+      { upsert: true },
     );
   } catch (e) {
-    if (e.code !== 11000) throw e;
-    return greetings.findOne({ _id: id }); // a concurrent delivery inserted it first
+    if (e.code !== 11000) throw e; // 11000: a concurrent delivery inserted it first
   }
 }
 

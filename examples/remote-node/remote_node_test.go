@@ -22,7 +22,7 @@ import (
 	"github.com/jetfn/jetfn/test/crash"
 )
 
-// The function as the README's manifest names it. ackWait is short so the
+// examples/remote-go/manifest.yaml's function, with a shorter ackWait so the
 // redelivery after a lost ack comes quickly; the remote answers in
 // milliseconds, well inside it.
 const (
@@ -184,7 +184,7 @@ func checkDocuments(t *testing.T, coll *mongo.Collection, good []input) {
 	}
 	var want []greeting
 	for _, in := range good {
-		want = append(want, greeting{ID: in.key, Name: in.name, Greeting: "Hello, " + in.name + "!"})
+		want = append(want, greeting{ID: in.key, Name: in.name, Greeting: "hello, " + in.name})
 	}
 	byID := func(a, b greeting) int { return strings.Compare(a.ID, b.ID) }
 	slices.SortFunc(want, byID)
@@ -199,18 +199,18 @@ func checkDocuments(t *testing.T, coll *mongo.Collection, good []input) {
 func checkOutputs(t *testing.T, js jetstream.JetStream, good []input) {
 	t.Helper()
 	type output struct {
-		MsgID, Name, Greeting string
+		MsgID, Greeting, Request string
 	}
 	var got []output
 	for _, m := range runtimetest.StreamMessages(t, js, "GREETINGS") {
 		if m.Subject != outputSubj {
 			continue
 		}
-		var data struct{ Name, Greeting string }
+		var data struct{ Greeting, Request string }
 		if err := json.Unmarshal(m.Data, &data); err != nil {
 			t.Fatalf("greet.done #%d: %v", m.Sequence, err)
 		}
-		got = append(got, output{MsgID: m.Header.Get(jetstream.MsgIDHeader), Name: data.Name, Greeting: data.Greeting})
+		got = append(got, output{MsgID: m.Header.Get(jetstream.MsgIDHeader), Greeting: data.Greeting, Request: data.Request})
 	}
 	var want []output
 	for _, in := range good {
@@ -218,7 +218,7 @@ func checkOutputs(t *testing.T, js jetstream.JetStream, good []input) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want = append(want, output{MsgID: id, Name: in.name, Greeting: "Hello, " + in.name + "!"})
+		want = append(want, output{MsgID: id, Greeting: "hello, " + in.name, Request: in.key})
 	}
 	byID := func(a, b output) int { return strings.Compare(a.MsgID, b.MsgID) }
 	slices.SortFunc(want, byID)
