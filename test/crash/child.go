@@ -74,8 +74,9 @@ func (e ChildEnv) list() []string {
 	}
 }
 
-// Child is one `jetfn run` process (or a remote function's). Its log goes to a file; the process is
-// reaped by the goroutine Start launches, which Kill and Stop wait for.
+// Child is one `jetfn run` process, or a remote function's. Its log goes
+// to a file; the process is reaped by the goroutine Start launches, which
+// Kill and Stop wait for.
 type Child struct {
 	cmd     *exec.Cmd
 	log     *logWatch

@@ -97,8 +97,8 @@ func (h *Harness) start(ctx context.Context) error {
 	return nil
 }
 
-// Close stops the child and the remote, their proxies and the stack, and removes a temporary
-// directory.
+// Close stops the child and the remote, their proxies and the stack, and
+// removes a temporary directory.
 func (h *Harness) Close() {
 	h.killChild()
 	h.killRemote()

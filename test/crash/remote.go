@@ -42,18 +42,7 @@ const remoteNote = "summaries are the remote's documents, notifications its gree
 // RunRemotePoint runs p runs times and returns its row.
 func (h *Harness) RunRemotePoint(ctx context.Context, p RemotePoint, runs int) Row {
 	row := Row{Point: p.Name, WantSummaries: 1, WantNotifications: 1, Note: remoteNote}
-	for i := range runs {
-		start := time.Now()
-		res := h.remoteOnce(ctx, p)
-		h.opts.Log.Info("run", "point", p.Name, "run", i+1, "documents", res.Summaries,
-			"outputs", res.Notifications, "recovery", res.Recovery, "err", res.Err,
-			"took", time.Since(start).Round(time.Millisecond))
-		row.add(res)
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	return row
+	return h.repeat(ctx, row, runs, func() Result { return h.remoteOnce(ctx, p) })
 }
 
 func (h *Harness) remoteOnce(ctx context.Context, p RemotePoint) Result {

@@ -15,7 +15,6 @@ import (
 const (
 	remotePackage    = "./examples/remote-go"
 	remoteService    = "greeter"
-	remoteSubject    = "greeter.handle"
 	remoteFunction   = "remote-greet"
 	remoteStream     = "GREETINGS"
 	remoteInput      = "greet.requested"
