@@ -6,6 +6,7 @@ package remotenode
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -248,3 +249,26 @@ func checkDeadLetter(t *testing.T, js jetstream.JetStream, bad input, reason str
 	}
 }
 
+// TestReadmeQuotesTheExample keeps the README's Node blocks (its "Remote
+// functions" section) verbatim parts of index.js, so the code a team reads
+// there is the code this directory's test runs.
+func TestReadmeQuotesTheExample(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	source, err := os.ReadFile("index.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := strings.Split(string(readme), "```js\n")[1:]
+	if len(blocks) == 0 {
+		t.Fatal("the README has no ```js block")
+	}
+	for _, b := range blocks {
+		block, _, _ := strings.Cut(b, "```")
+		if !strings.Contains(string(source), block) {
+			t.Errorf("this README block is not in index.js word for word:\n%s", block)
+		}
+	}
+}
