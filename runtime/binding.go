@@ -38,10 +38,9 @@ type binding struct {
 	observe func(function string, d time.Duration)
 	// refusal is the runtime's note of the last manifest it refused.
 	refusal *atomic.Pointer[string]
-	// remote is a remote function's view of its endpoint; nil for a
-	// compiled-in function. remoteProbe is how often it looks.
-	remote      *remoteState
-	remoteProbe time.Duration
+	// remote is a remote function's view of its endpoint's responders
+	// (remotewatch.go); nil for a compiled-in function.
+	remote *remoteState
 }
 
 // run pulls and handles messages until ctx is done, then drains: buffered
@@ -63,9 +62,6 @@ func (b *binding) run(ctx context.Context, drainTimeout time.Duration) {
 	var keepers sync.WaitGroup
 	keepers.Go(func() { b.keepAlive(keepCtx, w) })
 	keepers.Go(func() { b.consumer.watch(keepCtx) })
-	if b.remote != nil {
-		keepers.Go(func() { b.remote.watch(keepCtx, b.js.Conn(), b.remoteProbe, b.log) })
-	}
 	defer func() {
 		stopKeeping()
 		keepers.Wait()

@@ -62,6 +62,17 @@ func firstThen(first, then func(micro.Request, int)) func(micro.Request, int) {
 	}
 }
 
+// lateReply answers after d, from its own goroutine, so the requests that
+// follow are answered at once.
+func lateReply(d time.Duration) func(micro.Request, int) {
+	return func(req micro.Request, _ int) {
+		go func() {
+			time.Sleep(d) // the remote is slow: the point of the test
+			succeed(req, 0)
+		}()
+	}
+}
+
 func replyJSON(body string) func(micro.Request, int) {
 	return func(req micro.Request, _ int) { _ = req.Respond([]byte(body)) }
 }
@@ -195,9 +206,9 @@ func TestRemoteReplies(t *testing.T) {
 			reply:     respondErr("429", "slow down", map[string][]string{"Retry-After": {"1"}}),
 			wantCalls: 1, wantReason: "replied 429: slow down"},
 		{name: "no reply before the deadline is retried", extra: "    timeout: 400ms\n",
-			reply: firstThen(func(req micro.Request, _ int) { time.Sleep(time.Second); succeed(req, 1) }, succeed), wantCalls: 2},
+			reply: firstThen(lateReply(time.Second), succeed), wantCalls: 2},
 		{name: "no reply before the deadline on the last delivery dead-letters", extra: "    timeout: 300ms\n    maxDeliver: 1\n",
-			reply:     func(req micro.Request, _ int) { time.Sleep(600 * time.Millisecond); succeed(req, 1) },
+			reply:     lateReply(600 * time.Millisecond),
 			wantCalls: 1, wantReason: "remote remote.fn: no reply before the deadline"},
 	}
 	for _, tt := range tests {
@@ -281,5 +292,24 @@ func TestRemoteNoRespondersOnLastDelivery(t *testing.T) {
 	dl := env.deadLetters(1)[0]
 	if got := dl.Header.Get(HeaderError); !strings.Contains(got, "no responders") || dl.Header.Get(HeaderNumDelivered) != "2" {
 		t.Errorf("dead letter reason %q at delivery %s, want no responders at 2", got, dl.Header.Get(HeaderNumDelivered))
+	}
+}
+
+// TestRemoteKeptAliveWhileItWorks: a remote that works longer than ackWait
+// gets the message once; the keeper's InProgress keeps JetStream from
+// redelivering it meanwhile.
+func TestRemoteKeptAliveWhileItWorks(t *testing.T) {
+	env := newEnv(t)
+	remote := env.startRemote(func(req micro.Request, _ int) {
+		time.Sleep(2500 * time.Millisecond) // longer than ackWait: the point of the test
+		succeed(req, 0)
+	})
+	r := env.startRemoteFn(remoteManifest(t, "    ackWait: 1s\n    timeout: 10s\n    concurrency: 2\n"))
+	env.publish("test.in", `{}`)
+	runtimetest.Eventually(t, 20*time.Second, "ack", func() bool { return env.settled("TEST", "fn", 1) })
+	s := r.rt.Stats()[0]
+	t.Logf("%d heartbeats while the remote worked 2.5s with ackWait 1s", s.Heartbeats)
+	if n := len(remote.Calls()); n != 1 || s.Heartbeats == 0 || s.Redeliveries != 0 {
+		t.Fatalf("remote got %d requests, %d heartbeats, %d redeliveries; want 1 request kept alive", n, s.Heartbeats, s.Redeliveries)
 	}
 }

@@ -3,17 +3,14 @@ package runtime
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"sync"
 	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/jetfn/jetfn/internal/discovery"
 )
 
-// DefaultRemoteProbe is how often a remote function's binding asks micro
-// discovery ($SRV.INFO) which instances serve its endpoint.
+// DefaultRemoteProbe is how often a runtime asks micro discovery
+// ($SRV.INFO) which instances serve its remote functions' endpoints.
 const DefaultRemoteProbe = 5 * time.Second
 
 // remoteProbeWindow is how long one probe collects $SRV.INFO answers.
@@ -21,9 +18,10 @@ const remoteProbeWindow = 500 * time.Millisecond
 
 // remoteState is what a remote function's binding knows of its endpoint's
 // responders. Two cheap observations feed it, the newer one wins: every
-// request (a reply proves a responder, a no-responders status proves
-// none, at once) and a probe every DefaultRemoteProbe, which also counts
-// the instances for status. /readyz fails while it says no responders.
+// request (a reply proves a responder; a no-responders status, which the
+// server sends at once, proves none) and the runtime's probe
+// (watchRemotes), which also counts the instances for status. /readyz
+// fails while it says no responders.
 type remoteState struct {
 	subject string
 
@@ -78,19 +76,52 @@ func (s *remoteState) fill(st *Stats) {
 	}
 }
 
-// watch probes at once and then every interval until ctx is done. A probe
-// that fails (a reconnect) changes nothing: requests keep observing.
-func (s *remoteState) watch(ctx context.Context, nc *nats.Conn, interval time.Duration, log *slog.Logger) {
+// watchRemotes probes every remoteProbe, and at once when a remote
+// function is bound, until ctx is done. One $SRV.INFO round serves every
+// remote function of the runtime, so the cost is one request per instance
+// per interval however many remotes the manifest has; none is sent while
+// it has none. A probe that fails (a reconnect) changes nothing: requests
+// keep observing.
+func (r *Runtime) watchRemotes(ctx context.Context) {
+	t := time.NewTicker(r.opts.remoteProbe)
+	defer t.Stop()
 	for {
-		infos, err := discovery.Infos(ctx, nc, min(remoteProbeWindow, interval))
-		switch {
-		case ctx.Err() != nil:
+		select {
+		case <-ctx.Done():
 			return
-		case err != nil:
-			log.Warn("looking up remote instances", "remote", s.subject, "err", err)
-		default:
-			s.probed(len(discovery.Serving(infos, s.subject)))
+		case <-t.C:
+		case <-r.probeNow:
 		}
-		pause(ctx, interval)
+		r.probeRemotes(ctx)
+	}
+}
+
+// probeRemotesNow asks watchRemotes for a probe without waiting for it.
+func (r *Runtime) probeRemotesNow() {
+	select {
+	case r.probeNow <- struct{}{}:
+	default: // one is asked for already
+	}
+}
+
+func (r *Runtime) probeRemotes(ctx context.Context) {
+	var states []*remoteState
+	for _, a := range r.bound() {
+		if a.b.remote != nil {
+			states = append(states, a.b.remote)
+		}
+	}
+	if len(states) == 0 {
+		return
+	}
+	infos, err := discovery.Infos(ctx, r.nc, min(remoteProbeWindow, r.opts.remoteProbe))
+	if err != nil {
+		if ctx.Err() == nil {
+			r.opts.log.Warn("looking up remote functions' instances", "err", err)
+		}
+		return
+	}
+	for _, s := range states {
+		s.probed(len(discovery.Serving(infos, s.subject)))
 	}
 }

@@ -32,6 +32,9 @@ type Runtime struct {
 	registry []jetfn.Function
 	opts     options
 	ready    chan struct{}
+	// probeNow asks watchRemotes for a probe at once: a remote function
+	// was bound.
+	probeNow chan struct{}
 
 	mu       sync.Mutex
 	active   []*active // in manifest order
@@ -162,7 +165,7 @@ func New(nc *nats.Conn, m *manifest.Manifest, functions []jetfn.Function, opts .
 		byName[f.Name] = f.New
 	}
 	return &Runtime{nc: nc, js: js, manifest: m, functions: byName, registry: functions, opts: o,
-		ready: make(chan struct{})}, nil
+		ready: make(chan struct{}), probeNow: make(chan struct{}, 1)}, nil
 }
 
 // Names lists the functions' names, sorted, for messages and validation.
@@ -185,6 +188,11 @@ func (r *Runtime) Ready() <-chan struct{} { return r.ready }
 // owner. While it runs, Apply switches it to a new manifest.
 func (r *Runtime) Run(ctx context.Context) error {
 	r.reportAsyncErrors()
+	var watchers sync.WaitGroup
+	defer watchers.Wait()
+	watchCtx, stopWatching := context.WithCancel(ctx)
+	defer stopWatching()
+	watchers.Go(func() { r.watchRemotes(watchCtx) })
 	m := r.currentManifest()
 	if err := r.provisionStreams(ctx, m); err != nil {
 		return err
@@ -260,7 +268,7 @@ func (r *Runtime) prepare(spec manifest.FunctionSpec, m *manifest.Manifest) (*bi
 		}
 	}
 	b := &binding{
-		spec: spec, handler: handler, js: r.js, remote: remote, remoteProbe: r.opts.remoteProbe,
+		spec: spec, handler: handler, js: r.js, remote: remote,
 		dlSubject:   m.DeadLetterSubject(spec.Name),
 		stats:       stats,
 		log:         log,
