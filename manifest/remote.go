@@ -7,9 +7,11 @@ import (
 )
 
 // validateRemote checks a remote function's endpoint. The subject must be
-// literal, since one request goes to one subject, and no stream may store
-// it: JetStream would store each request and answer it with a PubAck, so
-// the remote would never see it and jetfn would read the PubAck as a reply.
+// literal, since one request goes to one subject, and nothing but the
+// remote may answer it: no stream may store it (JetStream would store each
+// request and answer it with a PubAck, which jetfn would read as the
+// reply), and it is neither a NATS system subject nor a function's status
+// endpoint, which jetfn's own micro service answers.
 // A config block is refused because nothing would read it: the remote has
 // its own settings.
 func (m *Manifest) validateRemote(fat place, f *FunctionSpec, add problemFunc) {
@@ -33,6 +35,14 @@ func (m *Manifest) validateRemote(fat place, f *FunctionSpec, add problemFunc) {
 	if hasWildcard(subj) {
 		add(sat, "%s holds a wildcard; a request goes to one literal subject", subj)
 	}
+	if strings.HasPrefix(subj, "$") || strings.HasPrefix(subj, "_INBOX.") {
+		add(sat, "%s is a subject of NATS itself (JetStream, micro, inboxes), not one for a service", subj)
+	}
+	for _, g := range m.Functions {
+		if subj == StatusSubject(g.Name) {
+			add(sat, "%s is the status endpoint of function %s: jetfn itself would answer each request", subj, g.Name)
+		}
+	}
 	for _, s := range m.Streams {
 		for _, ss := range s.Subjects {
 			if SubjectsOverlap(subj, ss) {
@@ -42,6 +52,11 @@ func (m *Manifest) validateRemote(fat place, f *FunctionSpec, add problemFunc) {
 		}
 	}
 }
+
+// IsLiteralSubject reports whether one can publish to subj: no empty
+// token, no whitespace, no wildcard. A remote's reply names its outputs'
+// subjects, and only a literal one can be published.
+func IsLiteralSubject(subj string) bool { return checkSubject(subj) == nil && !hasWildcard(subj) }
 
 // hasWildcard reports whether subj has a * or > token.
 func hasWildcard(subj string) bool {

@@ -80,6 +80,11 @@ func TestRemoteFunctionProblems(t *testing.T) {
 		{name: "stored by a stream", extra: "    remote:\n      subject: greet.handle\n",
 			want: "app.yaml:17: functions[1] (remote-greet).remote.subject: greet.handle is stored by stream GREETINGS (subjects [greet.>]): " +
 				"JetStream would store each request and answer it with a PubAck instead of the remote"},
+		{name: "a function's status endpoint", extra: "    remote: {subject: summarize-session.status}\n",
+			want: "app.yaml:16: functions[1] (remote-greet).remote.subject: summarize-session.status is the status endpoint of function " +
+				"summarize-session: jetfn itself would answer each request"},
+		{name: "a system subject", extra: "    remote: {subject: $SRV.PING}\n",
+			want: "app.yaml:16: functions[1] (remote-greet).remote.subject: $SRV.PING is a subject of NATS itself (JetStream, micro, inboxes), not one for a service"},
 		{name: "config block", extra: "    remote: {subject: greeter.handle}\n    config: {quiet: 2s}\n",
 			want: "app.yaml:17: functions[1] (remote-greet).config: a remote function takes no config block; the remote service keeps its own settings"},
 		{name: "unknown key", extra: "    remote: {subject: greeter.handle, subjet: x}\n",

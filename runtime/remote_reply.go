@@ -141,7 +141,9 @@ func (o replyOutput) check(declared []string) (remoteOutput, error) {
 	switch {
 	case o.Subject == "":
 		errs = append(errs, errors.New("no subject"))
-	case strings.ContainsAny(o.Subject, "*> \t\r\n") || !manifest.CoveredByAny(o.Subject, declared):
+	case !manifest.IsLiteralSubject(o.Subject):
+		errs = append(errs, fmt.Errorf("subject %q is not one to publish to (a wildcard, an empty token or whitespace)", o.Subject))
+	case !manifest.CoveredByAny(o.Subject, declared):
 		errs = append(errs, fmt.Errorf("%w: %q is not one of the function's outputs %v", jetfn.ErrUndeclaredOutput, o.Subject, declared))
 	}
 	switch {

@@ -170,7 +170,7 @@ func TestRemoteReplies(t *testing.T) {
 			reply:     replyJSON(`{"outputs":[` + valid + `,{"subject":"test.other","data":1,"key":"k2"}]}`),
 			wantCalls: 1, wantReason: `outputs[1]: publish to an undeclared output: "test.other" is not one of the function's outputs [test.out]`},
 		{name: "wildcard output dead-letters", reply: replyJSON(`{"outputs":[{"subject":"test.*","data":1,"key":"k"}]}`),
-			wantCalls: 1, wantReason: "undeclared output"},
+			wantCalls: 1, wantReason: `outputs[0]: subject "test.*" is not one to publish to`},
 		{name: "empty key dead-letters", reply: replyJSON(`{"outputs":[{"subject":"test.out","data":1,"key":""}]}`),
 			wantCalls: 1, wantReason: "outputs[0]: publish without a key"},
 		{name: "both data and dataBase64 dead-letters",
