@@ -23,16 +23,20 @@ const stopTimeout = 15 * time.Second
 // Build compiles ./cmd/jetfn of the module that holds this package into
 // dir/jetfn, the binary every child runs. extra are more `go build` flags.
 func Build(ctx context.Context, dir string, extra ...string) (string, error) {
+	return buildPackage(ctx, "./cmd/jetfn", filepath.Join(dir, "jetfn"), extra...)
+}
+
+// buildPackage compiles the module's package pkg into bin.
+func buildPackage(ctx context.Context, pkg, bin string, extra ...string) (string, error) {
 	root, err := moduleRoot(ctx)
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "jetfn")
 	args := append([]string{"build", "-o", bin}, extra...)
-	cmd := exec.CommandContext(ctx, "go", append(args, "./cmd/jetfn")...)
+	cmd := exec.CommandContext(ctx, "go", append(args, pkg)...)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building jetfn: %w\n%s", err, out)
+		return "", fmt.Errorf("building %s: %w\n%s", pkg, err, out)
 	}
 	return bin, nil
 }
@@ -70,8 +74,9 @@ func (e ChildEnv) list() []string {
 	}
 }
 
-// Child is one `jetfn run` process. Its log goes to a file; the process is
-// reaped by the goroutine Start launches, which Kill and Stop wait for.
+// Child is one `jetfn run` process, or a remote function's. Its log goes
+// to a file; the process is reaped by the goroutine Start launches, which
+// Kill and Stop wait for.
 type Child struct {
 	cmd     *exec.Cmd
 	log     *logWatch
@@ -80,21 +85,27 @@ type Child struct {
 	err     error // set before done closes
 }
 
-// StartChild runs bin with env, appending its stderr to logPath.
+// StartChild runs `bin run` with env, appending its output to logPath.
 func StartChild(bin string, env ChildEnv, logPath string) (*Child, error) {
+	cmd := exec.Command(bin, append([]string{"run"}, env.Args...)...)
+	cmd.Env = env.list()
+	return startProcess(cmd, logPath, readyLine)
+}
+
+// startProcess starts cmd with its output appended to logPath; Ready waits
+// for readyLine in that output.
+func startProcess(cmd *exec.Cmd, logPath, readyLine string) (*Child, error) {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	lw := &logWatch{w: f, ready: make(chan struct{})}
-	cmd := exec.Command(bin, append([]string{"run"}, env.Args...)...)
-	cmd.Env = env.list()
+	lw := &logWatch{w: f, readyLine: readyLine, ready: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = lw, lw
 	c := &Child{cmd: cmd, log: lw, done: make(chan struct{})}
 	c.Started = time.Now()
 	if err := cmd.Start(); err != nil {
 		_ = f.Close()
-		return nil, fmt.Errorf("starting jetfn: %w", err)
+		return nil, fmt.Errorf("starting %s: %w", filepath.Base(cmd.Path), err)
 	}
 	go func() {
 		c.err = cmd.Wait() // also waits for the copy into lw
@@ -110,7 +121,7 @@ func (c *Child) Ready(ctx context.Context) error {
 	case <-c.log.ready:
 		return nil
 	case <-c.done:
-		return fmt.Errorf("jetfn exited before it was ready: %v (see %s)", c.err, c.log.name())
+		return fmt.Errorf("%s exited before it was ready: %v (see %s)", filepath.Base(c.cmd.Path), c.err, c.log.name())
 	case <-ctx.Done():
 		return fmt.Errorf("waiting for jetfn to be ready: %w", ctx.Err())
 	}
@@ -131,18 +142,19 @@ func (c *Child) Stop() error {
 		return c.err
 	case <-time.After(stopTimeout):
 		c.Kill()
-		return fmt.Errorf("jetfn did not stop within %s after SIGTERM; killed", stopTimeout)
+		return fmt.Errorf("%s did not stop within %s after SIGTERM; killed", filepath.Base(c.cmd.Path), stopTimeout)
 	}
 }
 
 // logWatch writes the child's output to its file and closes ready at the
 // ready line.
 type logWatch struct {
-	w       *os.File
-	mu      sync.Mutex
-	partial []byte
-	ready   chan struct{}
-	isReady bool
+	w         *os.File
+	readyLine string
+	mu        sync.Mutex
+	partial   []byte
+	ready     chan struct{}
+	isReady   bool
 }
 
 func (l *logWatch) Write(p []byte) (int, error) {
@@ -156,7 +168,7 @@ func (l *logWatch) Write(p []byte) (int, error) {
 		}
 		line := string(l.partial[:i])
 		l.partial = l.partial[i+1:]
-		if !l.isReady && strings.Contains(line, readyLine) {
+		if !l.isReady && strings.Contains(line, l.readyLine) {
 			l.isReady = true
 			close(l.ready)
 		}
