@@ -212,6 +212,7 @@ func (r *Runtime) retire(ctx context.Context, old *manifest.Manifest, plan manif
 	r.active = slices.DeleteFunc(r.active, func(x *active) bool { return slices.Contains(out, x) })
 	r.active = append(r.active, started...)
 	r.mu.Unlock()
+	r.probeRemotesNow() // the started bindings are active now: the probe finds them
 	stopConcurrently(out)
 	if r.opts.prune {
 		for _, name := range plan.Removed {

@@ -67,3 +67,31 @@ func TestCreditsCloseWakesTheTaker(t *testing.T) {
 		t.Fatal("take still waits after close")
 	}
 }
+
+// TestCreditsLastArrivalEndsTheWaitForOutstanding: a drain waits until no
+// pull request is outstanding. When a request's last message arrives (no
+// status follows a request that delivered in full), that wait must end
+// then, not at its timeout: releases no longer wake every waiter.
+func TestCreditsLastArrivalEndsTheWaitForOutstanding(t *testing.T) {
+	c := newCredits()
+	if n := c.take(func() int { return 2 }, func(int, int, int) bool { return true }); n != 2 {
+		t.Fatalf("take = %d, want 2", n)
+	}
+	c.arrived()
+	done := make(chan struct{})
+	go func() {
+		c.awaitNoOutstanding(time.Hour)
+		close(done)
+	}()
+	runtimetest.Eventually(t, 10*time.Second, "the drain to wait", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.drainWaiters == 1
+	})
+	c.arrived() // the request's last message
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("still waiting for outstanding requests after the last message arrived")
+	}
+}

@@ -88,6 +88,9 @@ type credits struct {
 	// wakes the puller only when the rule would let it pull, not once per
 	// settled message.
 	waiter *creditRule
+	// drainWaiters count the awaitNoOutstanding calls waiting: the last
+	// arrival of a request wakes them.
+	drainWaiters int
 }
 
 // creditRule is what take waits for: enough free credits under limit.
@@ -145,6 +148,9 @@ func (c *credits) arrived() {
 	c.mu.Lock()
 	if c.outstanding > 0 {
 		c.outstanding--
+		if c.outstanding == 0 && c.drainWaiters > 0 {
+			c.cond.Broadcast()
+		}
 	} else {
 		c.inUse++ // a straggler of a request given up on
 	}
@@ -194,6 +200,8 @@ func (c *credits) awaitNoOutstanding(timeout time.Duration) {
 	defer t.Stop()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.drainWaiters++
+	defer func() { c.drainWaiters-- }()
 	for c.outstanding > 0 && time.Now().Before(deadline) {
 		c.cond.Wait()
 	}

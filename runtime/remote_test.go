@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/jetfn/jetfn"
 	"github.com/jetfn/jetfn/internal/tracing"
 	"github.com/jetfn/jetfn/manifest"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
@@ -338,5 +339,39 @@ func TestRemoteRequestCarriesTheRunSpan(t *testing.T) {
 	if got.TraceID() != published.TraceID() || got.SpanID() != run.SpanContext.SpanID() {
 		t.Errorf("request traceparent %s/%s, want the run span %s/%s", got.TraceID(), got.SpanID(),
 			published.TraceID(), run.SpanContext.SpanID())
+	}
+}
+
+// TestRemoteProbedWhenBound: binding a remote function probes its endpoint
+// at once, not a probe interval later, so /readyz fails as soon as a
+// deploy adds a remote that nothing serves. Before the fix the probe was
+// asked for before the new binding was among the active ones: it found no
+// remote and the first real probe came an interval later.
+func TestRemoteProbedWhenBound(t *testing.T) {
+	env := newEnv(t)
+	r := env.start(testManifest(t, ""), jetfn.HandlerFunc(func(context.Context, jetfn.Msg) error { return nil }),
+		withRemoteProbe(time.Hour))
+	if err := r.rt.Apply(t.Context(), remoteManifest(t, "")); err != nil {
+		t.Fatal(err)
+	}
+	runtimetest.Eventually(t, 10*time.Second, "readiness to fail for the remote nothing serves", func() bool {
+		return r.rt.RemotesUnanswered() != nil
+	})
+}
+
+// TestRemoteProbeDoesNotHideAReply: a probe that found no instance (a
+// service micro discovery cannot see, as one in another account) must
+// not overrule a reply that came after the probe was sent.
+func TestRemoteProbeDoesNotHideAReply(t *testing.T) {
+	s := newRemoteState("remote.fn")
+	asked := time.Now()
+	s.replied()
+	s.probed(0, asked)
+	if err := s.problem(); err != nil {
+		t.Fatalf("a reply after the probe was sent, then the probe's empty answer: %v; want the reply to win", err)
+	}
+	s.probed(0, time.Now())
+	if s.problem() == nil {
+		t.Fatal("a probe sent after the last reply found no instance, and readiness passes")
 	}
 }

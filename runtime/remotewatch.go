@@ -29,30 +29,40 @@ type remoteState struct {
 	instances int  // from the last probe; -1 before the first
 	none      bool // the last observation found no responder
 	noneSince time.Time
+	// observed is when the observation behind none was made: a probe's
+	// answer is as old as its question, and a reply that came after the
+	// question is newer.
+	observed time.Time
 }
 
 func newRemoteState(subject string) *remoteState {
 	return &remoteState{subject: subject, instances: -1}
 }
 
-func (s *remoteState) replied() { s.observe(false) }
+func (s *remoteState) replied() { s.observe(false, time.Now()) }
 
-func (s *remoteState) noResponders() { s.observe(true) }
+func (s *remoteState) noResponders() { s.observe(true, time.Now()) }
 
-func (s *remoteState) observe(none bool) {
+// observe records what was seen at `at`, unless something seen later is
+// recorded already.
+func (s *remoteState) observe(none bool, at time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if none && !s.none {
-		s.noneSince = time.Now()
+	if at.Before(s.observed) {
+		return
 	}
-	s.none = none
+	if none && !s.none {
+		s.noneSince = at
+	}
+	s.none, s.observed = none, at
 }
 
-func (s *remoteState) probed(instances int) {
+// probed records a probe sent at asked that found instances.
+func (s *remoteState) probed(instances int, asked time.Time) {
 	s.mu.Lock()
 	s.instances = instances
 	s.mu.Unlock()
-	s.observe(instances == 0)
+	s.observe(instances == 0, asked)
 }
 
 // problem is why /readyz should fail, or nil.
@@ -104,6 +114,7 @@ func (r *Runtime) probeRemotes(ctx context.Context) {
 	if len(states) == 0 {
 		return
 	}
+	asked := time.Now()
 	infos, err := discovery.Infos(ctx, r.nc, min(remoteProbeWindow, r.opts.remoteProbe))
 	if err != nil {
 		if ctx.Err() == nil {
@@ -112,6 +123,6 @@ func (r *Runtime) probeRemotes(ctx context.Context) {
 		return
 	}
 	for _, s := range states {
-		s.probed(len(discovery.Serving(infos, s.subject)))
+		s.probed(len(discovery.Serving(infos, s.subject)), asked)
 	}
 }

@@ -213,6 +213,9 @@ func (r *Runtime) Run(ctx context.Context) error {
 		r.active = append(r.active, a)
 		r.mu.Unlock()
 	}
+	// A probe now, with every binding active, finds the remote functions'
+	// endpoints (or their absence) at once rather than an interval later.
+	r.probeRemotesNow()
 	close(r.ready)
 	r.opts.log.Info("runtime ready", "functions", len(m.Functions), "manifest_digest", m.Digest)
 	<-ctx.Done()
