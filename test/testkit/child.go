@@ -1,4 +1,4 @@
-package crash
+package testkit
 
 import (
 	"bytes"
@@ -23,16 +23,22 @@ const stopTimeout = 15 * time.Second
 // Build compiles ./cmd/jetfn of the module that holds this package into
 // dir/jetfn, the binary every child runs. extra are more `go build` flags.
 func Build(ctx context.Context, dir string, extra ...string) (string, error) {
+	return BuildPackage(ctx, "./cmd/jetfn", filepath.Join(dir, "jetfn"), extra...)
+}
+
+// BuildPackage compiles pkg (a path inside this module, or a package of a
+// module it requires, such as github.com/nats-io/nats-server/v2, at the
+// pinned version) into the binary bin.
+func BuildPackage(ctx context.Context, pkg, bin string, extra ...string) (string, error) {
 	root, err := moduleRoot(ctx)
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "jetfn")
 	args := append([]string{"build", "-o", bin}, extra...)
-	cmd := exec.CommandContext(ctx, "go", append(args, "./cmd/jetfn")...)
+	cmd := exec.CommandContext(ctx, "go", append(args, pkg)...)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building jetfn: %w\n%s", err, out)
+		return "", fmt.Errorf("building %s: %w\n%s", pkg, err, out)
 	}
 	return bin, nil
 }
@@ -54,10 +60,14 @@ type ChildEnv struct {
 	NATSURL, MongoURI, MongoDatabase, Manifest string
 	// Args follow `run`.
 	Args []string
+	// Extra are more KEY=value entries (METRICS_ADDR, say); a repeated key
+	// takes its last value.
+	Extra []string
 }
 
-func (e ChildEnv) list() []string {
-	return []string{
+// Environ is the environment list a child process gets.
+func (e ChildEnv) Environ() []string {
+	return append([]string{
 		"NATS_URL=" + e.NATSURL,
 		"MONGO_URI=" + e.MongoURI,
 		"MONGO_DATABASE=" + e.MongoDatabase,
@@ -67,11 +77,12 @@ func (e ChildEnv) list() []string {
 		"LOG_FORMAT=json",
 		"PATH=" + os.Getenv("PATH"),
 		"HOME=" + os.Getenv("HOME"),
-	}
+	}, e.Extra...)
 }
 
-// Child is one `jetfn run` process. Its log goes to a file; the process is
-// reaped by the goroutine Start launches, which Kill and Stop wait for.
+// Child is one child process (a `jetfn run`, a nats-server). Its output
+// goes to a file; the process is reaped by the goroutine StartProcess
+// launches, which Kill and Stop wait for.
 type Child struct {
 	cmd     *exec.Cmd
 	log     *logWatch
@@ -80,21 +91,28 @@ type Child struct {
 	err     error // set before done closes
 }
 
-// StartChild runs bin with env, appending its stderr to logPath.
+// StartChild runs `bin run` with env, appending its output to logPath;
+// Ready waits for the runtime's ready line.
 func StartChild(bin string, env ChildEnv, logPath string) (*Child, error) {
+	return StartProcess(bin, append([]string{"run"}, env.Args...), env.Environ(), logPath, readyLine)
+}
+
+// StartProcess runs bin with args and env, appending its output to
+// logPath; Ready waits until a line of it contains ready.
+func StartProcess(bin string, args, env []string, logPath, ready string) (*Child, error) {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	lw := &logWatch{w: f, ready: make(chan struct{})}
-	cmd := exec.Command(bin, append([]string{"run"}, env.Args...)...)
-	cmd.Env = env.list()
+	lw := &logWatch{w: f, readyLine: ready, ready: make(chan struct{})}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = lw, lw
 	c := &Child{cmd: cmd, log: lw, done: make(chan struct{})}
 	c.Started = time.Now()
 	if err := cmd.Start(); err != nil {
 		_ = f.Close()
-		return nil, fmt.Errorf("starting jetfn: %w", err)
+		return nil, fmt.Errorf("starting %s: %w", filepath.Base(bin), err)
 	}
 	go func() {
 		c.err = cmd.Wait() // also waits for the copy into lw
@@ -110,11 +128,20 @@ func (c *Child) Ready(ctx context.Context) error {
 	case <-c.log.ready:
 		return nil
 	case <-c.done:
-		return fmt.Errorf("jetfn exited before it was ready: %v (see %s)", c.err, c.log.name())
+		return fmt.Errorf("%s exited before it was ready: %v (see %s)", c.name(), c.err, c.log.name())
 	case <-ctx.Done():
-		return fmt.Errorf("waiting for jetfn to be ready: %w", ctx.Err())
+		return fmt.Errorf("waiting for %s to be ready: %w", c.name(), ctx.Err())
 	}
 }
+
+func (c *Child) name() string { return filepath.Base(c.cmd.Path) }
+
+// Signal sends sig to the process: SIGSTOP and SIGCONT pause and resume
+// it, as a hypervisor or a debugger would.
+func (c *Child) Signal(sig os.Signal) error { return c.cmd.Process.Signal(sig) }
+
+// Exited is closed once the process has exited and been reaped.
+func (c *Child) Exited() <-chan struct{} { return c.done }
 
 // Kill sends SIGKILL, the stop with no cleanup, and reaps the process.
 func (c *Child) Kill() {
@@ -131,18 +158,19 @@ func (c *Child) Stop() error {
 		return c.err
 	case <-time.After(stopTimeout):
 		c.Kill()
-		return fmt.Errorf("jetfn did not stop within %s after SIGTERM; killed", stopTimeout)
+		return fmt.Errorf("%s did not stop within %s after SIGTERM; killed", c.name(), stopTimeout)
 	}
 }
 
 // logWatch writes the child's output to its file and closes ready at the
 // ready line.
 type logWatch struct {
-	w       *os.File
-	mu      sync.Mutex
-	partial []byte
-	ready   chan struct{}
-	isReady bool
+	w         *os.File
+	readyLine string
+	mu        sync.Mutex
+	partial   []byte
+	ready     chan struct{}
+	isReady   bool
 }
 
 func (l *logWatch) Write(p []byte) (int, error) {
@@ -156,7 +184,7 @@ func (l *logWatch) Write(p []byte) (int, error) {
 		}
 		line := string(l.partial[:i])
 		l.partial = l.partial[i+1:]
-		if !l.isReady && strings.Contains(line, readyLine) {
+		if !l.isReady && strings.Contains(line, l.readyLine) {
 			l.isReady = true
 			close(l.ready)
 		}
