@@ -217,7 +217,7 @@ func (h *Harness) disrupt(ctx context.Context, b Batch) (time.Time, error) {
 func (h *Harness) settleBatch(ctx context.Context, all []session, from uint64) ([]testkit.Notification, error) {
 	var notes []testkit.Notification
 	lastCount, lastProgress := -1, time.Now()
-	err := poll(ctx, 100*time.Millisecond, "every session of the batch to settle", func(ctx context.Context) bool {
+	err := testkit.Poll(ctx, 100*time.Millisecond, "every session of the batch to settle", func(ctx context.Context) bool {
 		ns, err := testkit.ScanNotifications(ctx, h.stack.js, transcriptionStream, from)
 		if err != nil {
 			return false

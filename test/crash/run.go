@@ -186,7 +186,7 @@ func forKey(ns []testkit.Notification, key string) []testkit.Notification {
 func (h *Harness) settle(ctx context.Context, s session, from uint64, restart time.Time) (Result, error) {
 	var ackedAt time.Time
 	var notes []testkit.Notification
-	err := poll(ctx, 20*time.Millisecond, "session "+s.key()+" to settle", func(ctx context.Context) bool {
+	err := testkit.Poll(ctx, 20*time.Millisecond, "session "+s.key()+" to settle", func(ctx context.Context) bool {
 		info, err := consumerInfo(ctx, h.stack.js)
 		if err != nil || !settled(info) || info.AckFloor.Last == nil || info.AckFloor.Last.Before(restart) {
 			return false

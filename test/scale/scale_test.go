@@ -181,7 +181,7 @@ func (f *fleet) split(t *testing.T, js jetstream.JetStream, db *mongo.Database, 
 // them are announced. Its unacked messages come back after the ack wait and
 // the two others finish the batch.
 func (f *fleet) killOne(t *testing.T, js jetstream.JetStream, db *mongo.Database, n int) {
-	before, err := subjectCount(t.Context(), js, events.TranscriptProcessedSubject)
+	before, err := testkit.SubjectCount(t.Context(), js, transcriptionStream, events.TranscriptProcessedSubject)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,13 +191,13 @@ func (f *fleet) killOne(t *testing.T, js jetstream.JetStream, db *mongo.Database
 	ctx, cancel := context.WithTimeout(t.Context(), settleTimeout(n))
 	defer cancel()
 	err = poll(ctx, 20*time.Millisecond, "a third of the batch announced", func() bool {
-		c, err := subjectCount(ctx, js, events.TranscriptProcessedSubject)
+		c, err := testkit.SubjectCount(ctx, js, transcriptionStream, events.TranscriptProcessedSubject)
 		return err == nil && c >= before+uint64(n/3)
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	atKill, _ := subjectCount(ctx, js, events.TranscriptProcessedSubject)
+	atKill, _ := testkit.SubjectCount(ctx, js, transcriptionStream, events.TranscriptProcessedSubject)
 	f.children[0].Kill()
 	killed := time.Now()
 	if err := waitSettled(ctx, js, int(before)+n); err != nil {

@@ -30,7 +30,7 @@ func Build(ctx context.Context, dir string, extra ...string) (string, error) {
 // module it requires, such as github.com/nats-io/nats-server/v2, at the
 // pinned version) into the binary bin.
 func BuildPackage(ctx context.Context, pkg, bin string, extra ...string) (string, error) {
-	root, err := moduleRoot(ctx)
+	root, err := ModuleRoot(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -43,7 +43,8 @@ func BuildPackage(ctx context.Context, pkg, bin string, extra ...string) (string
 	return bin, nil
 }
 
-func moduleRoot(ctx context.Context) (string, error) {
+// ModuleRoot is the directory of the go.mod that holds this package.
+func ModuleRoot(ctx context.Context) (string, error) {
 	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
 	if err != nil {
 		return "", fmt.Errorf("finding the module root: %w", err)

@@ -96,3 +96,18 @@ func toNotification(m jetstream.Msg) (Notification, error) {
 	return Notification{Key: events.SummaryKey(evt.ConversationID, evt.SessionID),
 		Seq: meta.Sequence.Stream, Stored: meta.Timestamp}, nil
 }
+
+// SubjectCount is how many messages on subject the stream holds.
+func SubjectCount(ctx context.Context, js jetstream.JetStream, stream, subject string) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return 0, err
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		return 0, err
+	}
+	return info.State.Subjects[subject], nil
+}
