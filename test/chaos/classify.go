@@ -41,7 +41,7 @@ func (h *Harness) classify(ctx context.Context, faults []Fault) (*Report, error)
 		perKey[n.Key]++
 	}
 	slices.SortFunc(notes, func(a, b testkit.Notification) int { return a.Stored.Compare(b.Stored) })
-	rep := &Report{Sync: h.opts.Sync, Faults: faults}
+	rep := &Report{Sync: h.opts.Sync, Faults: faults, FailedStarts: h.failedStarts()}
 	rows := map[Kind]*Row{}
 	for _, p := range h.pub.Publications() {
 		o := outcome{pub: p, summaries: sums[p.Key()], notifications: perKey[p.Key()]}
@@ -50,8 +50,12 @@ func (h *Harness) classify(ctx context.Context, faults []Fault) (*Report, error)
 			return nil, err
 		}
 	}
-	for _, f := range faults {
-		rep.row(rows, f.Kind).addFault(f, notes, h.pub)
+	for i, f := range faults {
+		until := h.pubStopped
+		if i+1 < len(faults) {
+			until = faults[i+1].At
+		}
+		rep.row(rows, f.Kind).addFault(f, until, notes, h.pub)
 	}
 	dl, err := h.js.Stream(ctx, deadLetterStream)
 	if err != nil {

@@ -80,13 +80,15 @@ func (h *Harness) inject(ctx context.Context, k Kind, n int) (Fault, error) {
 	if nd == nil {
 		return f, fmt.Errorf("%s: no node %q", k, f.Victim)
 	}
-	h.opts.Log.Info("fault", "kind", k, "n", n, "victim", f.Victim, "stream_leader", sl, "consumer_leader", cl)
+	h.opts.Log.Info("fault", "kind", k, "n", n+1, "victim", f.Victim, "stream_leader", sl, "consumer_leader", cl,
+		"publisher_on", h.nc.ConnectedServerName())
 	f.At = time.Now()
 	switch k {
 	case PauseStreamLeader:
 		err = h.pause(ctx, nd, &f)
 	case KillRestart:
 		nd.Kill()
+		f.RecoveredDown = true // it is never down long enough to matter
 		err = h.restart(ctx, nd, &f)
 	case KillJetfnDuringKill:
 		err = h.killWithJetfn(ctx, nd, n, &f)

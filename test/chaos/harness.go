@@ -70,9 +70,12 @@ type Harness struct {
 	mongo     *devstack.Mongo
 	instances []*instance
 	pub       *Publisher
-	nc        *nats.Conn
-	js        jetstream.JetStream
-	mc        *mongo.Client
+	// pubStopped is when the publisher stopped starting sessions: the end
+	// of the last fault's window.
+	pubStopped time.Time
+	nc         *nats.Conn
+	js         jetstream.JetStream
+	mc         *mongo.Client
 }
 
 // instance is one `jetfn run` process and how to start it again.
@@ -81,6 +84,8 @@ type instance struct {
 	env     testkit.ChildEnv
 	logPath string
 	proc    *testkit.Child
+	// failedStarts counts starts that exited before ready.
+	failedStarts int
 }
 
 // New builds jetfn and nats-server, starts the cluster, Mongo and the jetfn
@@ -188,9 +193,40 @@ func (h *Harness) writeManifest(ctx context.Context) (string, error) {
 	return path, nil
 }
 
+// startAttempts is how often an instance is started before the harness
+// gives up, as a supervisor (systemd, Kubernetes) restarts a process that
+// exits; startPause spaces the attempts.
+const (
+	startAttempts = 10
+	startPause    = time.Second
+)
+
 // start runs the instance's process and waits until its functions are
-// bound.
+// bound. An instance that exits first (jetfn run exits 1 when a stream
+// lookup times out during a leader election) is started again, and counted
+// in failedStarts.
 func (in *instance) start(ctx context.Context) error {
+	var err error
+	for range startAttempts {
+		if err = in.startOnce(ctx); err == nil {
+			return nil
+		}
+		select {
+		case <-in.proc.Exited():
+		default:
+			return err // not ready in time, still running: no restart fixes that
+		}
+		in.failedStarts++
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(startPause):
+		}
+	}
+	return fmt.Errorf("%d starts: %w", startAttempts, err)
+}
+
+func (in *instance) startOnce(ctx context.Context) error {
 	p, err := testkit.StartChild(in.bin, in.env, in.logPath)
 	if err != nil {
 		return err
@@ -199,6 +235,16 @@ func (in *instance) start(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	return p.Ready(ctx)
+}
+
+// failedStarts counts the starts of every instance that exited before it
+// was ready.
+func (h *Harness) failedStarts() int {
+	n := 0
+	for _, in := range h.instances {
+		n += in.failedStarts
+	}
+	return n
 }
 
 // Close stops everything the harness started.

@@ -40,6 +40,9 @@ type Report struct {
 	DeadLetters uint64
 	// Settled is false when the end of the run gave up waiting.
 	Settled bool
+	// FailedStarts counts jetfn starts that exited before they were ready
+	// (and were started again).
+	FailedStarts int
 	// Problems names every lost and duplicated session.
 	Problems []string
 }
@@ -64,10 +67,6 @@ func (r *Report) OK() bool {
 	return true
 }
 
-// stallTail is how long after the cluster is healthy again a fault's
-// stall window lasts: the first sessions after the rejoin belong to it.
-const stallTail = 3 * time.Second
-
 // firstAttempts looks up when a session was first published.
 type firstAttempts interface {
 	FirstAttempt(key string) (time.Time, bool)
@@ -75,14 +74,17 @@ type firstAttempts interface {
 
 // addFault measures one fault from the notifications (sorted by the time
 // the server stored them; its clock is the same machine's as the
-// harness's).
-func (row *Row) addFault(f Fault, notes []testkit.Notification, pubs firstAttempts) {
+// harness's). The fault's window ends when the next one begins (or the
+// publisher stopped): the next fault waits until the cluster is healthy
+// and sessions published after it are handled again, so every stall the
+// fault caused is inside.
+func (row *Row) addFault(f Fault, until time.Time, notes []testkit.Notification, pubs firstAttempts) {
 	row.Faults++
 	stored := make([]time.Time, len(notes))
 	for i, n := range notes {
 		stored[i] = n.Stored
 	}
-	row.Stalls = append(row.Stalls, longestGap(stored, f.At, f.Healthy.Add(stallTail)))
+	row.Stalls = append(row.Stalls, longestGap(stored, f.At, until))
 	row.Rejoins = append(row.Rejoins, f.Healthy.Sub(f.Restored))
 	if r, ok := recovery(f.At, notes, pubs); ok {
 		row.Recoveries = append(row.Recoveries, r)
@@ -128,7 +130,8 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 	if sync == "" {
 		sync = "default (2m)"
 	}
-	fmt.Fprintf(w, "sync_interval: %s; %d faults; %d dead letters; settled: %t\n\n", sync, len(r.Faults), r.DeadLetters, r.Settled)
+	fmt.Fprintf(w, "sync_interval: %s; %d faults; %d dead letters; settled: %t; jetfn starts that exited before ready (started again): %d\n\n",
+		sync, len(r.Faults), r.DeadLetters, r.Settled, r.FailedStarts)
 	fmt.Fprintln(w, "| fault | faults | sessions | acked | lost | duplicate | unknown (summarized) | publish retried | longest stall median / max | recovery median / max | node rejoined median / max |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, row := range r.Rows {

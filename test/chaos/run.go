@@ -54,6 +54,7 @@ func (h *Harness) Run(ctx context.Context, plan Plan) (*Report, error) {
 		runErr = h.waitSteady(ctx) // sessions after the last fault
 	}
 	stopPub()
+	h.pubStopped = time.Now()
 	wg.Wait()
 	settleErr := h.settle(ctx, plan.Settle)
 	rep, err := h.classify(ctx, faults)
@@ -73,7 +74,7 @@ func (h *Harness) injectAll(ctx context.Context, plan Plan) ([]Fault, error) {
 				return faults, fmt.Errorf("%s #%d: %w", k, round+1, err)
 			}
 			faults = append(faults, f)
-			h.opts.Log.Info("fault over", "kind", k, "n", round+1, "victim", f.Victim,
+			h.opts.Log.Info("fault over", "kind", k, "n", round+1, "victim", f.Victim, "took", f.Healthy.Sub(f.At).Round(10*time.Millisecond),
 				"rejoined_after", f.Healthy.Sub(f.Restored).Round(10*time.Millisecond), "recovered_while_down", f.RecoveredDown)
 		}
 	}
