@@ -26,6 +26,7 @@ func TestChaos(t *testing.T) {
 		GiveUp: time.Minute, Settle: time.Minute})
 	if rep != nil {
 		var table strings.Builder
+		rep.WriteFaults(&table)
 		rep.WriteMarkdown(&table)
 		t.Log("\n" + table.String())
 	}

@@ -50,12 +50,14 @@ func (h *Harness) classify(ctx context.Context, faults []Fault) (*Report, error)
 			return nil, err
 		}
 	}
-	for i, f := range faults {
+	for i := range rep.Faults {
+		f := &rep.Faults[i]
 		until := h.pubStopped
-		if i+1 < len(faults) {
-			until = faults[i+1].At
+		if i+1 < len(rep.Faults) {
+			until = rep.Faults[i+1].At
 		}
-		rep.row(rows, f.Kind).addFault(f, until, notes, h.pub)
+		measure(f, until, notes, h.pub)
+		rep.row(rows, f.Kind).addFault(*f)
 	}
 	dl, err := h.js.Stream(ctx, deadLetterStream)
 	if err != nil {

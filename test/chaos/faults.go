@@ -61,6 +61,13 @@ type Fault struct {
 	RecoveredDown bool
 	// Jetfn is the instance killed (KillJetfnDuringKill), -1 otherwise.
 	Jetfn int
+	// PublisherOn is the node the publisher was connected to: a client on
+	// a paused node hangs with it.
+	PublisherOn string
+	// Stall, Recovery and Recovered are measured once the run settled
+	// (see measure).
+	Stall, Recovery time.Duration
+	Recovered       bool
 }
 
 // inject runs one fault of kind k from a healthy cluster with leaders and
@@ -80,8 +87,9 @@ func (h *Harness) inject(ctx context.Context, k Kind, n int) (Fault, error) {
 	if nd == nil {
 		return f, fmt.Errorf("%s: no node %q", k, f.Victim)
 	}
+	f.PublisherOn = h.nc.ConnectedServerName()
 	h.opts.Log.Info("fault", "kind", k, "n", n+1, "victim", f.Victim, "stream_leader", sl, "consumer_leader", cl,
-		"publisher_on", h.nc.ConnectedServerName())
+		"publisher_on", f.PublisherOn)
 	f.At = time.Now()
 	switch k {
 	case PauseStreamLeader:

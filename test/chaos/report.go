@@ -72,22 +72,28 @@ type firstAttempts interface {
 	FirstAttempt(key string) (time.Time, bool)
 }
 
-// addFault measures one fault from the notifications (sorted by the time
-// the server stored them; its clock is the same machine's as the
-// harness's). The fault's window ends when the next one begins (or the
-// publisher stopped): the next fault waits until the cluster is healthy
-// and sessions published after it are handled again, so every stall the
-// fault caused is inside.
-func (row *Row) addFault(f Fault, until time.Time, notes []testkit.Notification, pubs firstAttempts) {
-	row.Faults++
+// measure fills in a fault's stall and recovery from the notifications
+// (sorted by the time the server stored them; its clock is the same
+// machine's as the harness's). The fault's window ends when the next one
+// begins (or the publisher stopped): the next fault waits until the
+// cluster is healthy and sessions published after it are handled again, so
+// every stall the fault caused is inside.
+func measure(f *Fault, until time.Time, notes []testkit.Notification, pubs firstAttempts) {
 	stored := make([]time.Time, len(notes))
 	for i, n := range notes {
 		stored[i] = n.Stored
 	}
-	row.Stalls = append(row.Stalls, longestGap(stored, f.At, until))
+	f.Stall = longestGap(stored, f.At, until)
+	f.Recovery, f.Recovered = recovery(f.At, notes, pubs)
+}
+
+// addFault adds one measured fault to its row.
+func (row *Row) addFault(f Fault) {
+	row.Faults++
+	row.Stalls = append(row.Stalls, f.Stall)
 	row.Rejoins = append(row.Rejoins, f.Healthy.Sub(f.Restored))
-	if r, ok := recovery(f.At, notes, pubs); ok {
-		row.Recoveries = append(row.Recoveries, r)
+	if f.Recovered {
+		row.Recoveries = append(row.Recoveries, f.Recovery)
 	}
 	if !f.RecoveredDown {
 		row.NotRecoveredDown++
@@ -159,3 +165,17 @@ func spread(ds []time.Duration) string {
 }
 
 func round(d time.Duration) string { return d.Round(10 * time.Millisecond).String() }
+
+// WriteFaults lists every fault: who led, where the publisher was
+// connected, and what it cost.
+func (r *Report) WriteFaults(w io.Writer) {
+	for i, f := range r.Faults {
+		jetfn := ""
+		if f.Jetfn >= 0 {
+			jetfn = fmt.Sprintf(", jetfn instance %d killed", f.Jetfn+1)
+		}
+		fmt.Fprintf(w, "%2d %s: %s (stream leader %s, consumer leader %s, publisher on %s%s): stall %s, recovery %s, rejoined %s\n",
+			i+1, f.Kind, f.Victim, f.StreamLeader, f.ConsumerLeader, f.PublisherOn, jetfn,
+			round(f.Stall), round(f.Recovery), round(f.Healthy.Sub(f.Restored)))
+	}
+}

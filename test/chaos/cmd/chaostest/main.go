@@ -88,6 +88,7 @@ func runOnce(ctx context.Context, parent string, opts chaos.Options, plan chaos.
 	defer h.Close()
 	rep, err := h.Run(ctx, plan)
 	if rep != nil {
+		rep.WriteFaults(os.Stderr)
 		rep.WriteMarkdown(os.Stdout)
 		fmt.Printf("\n(%s in all)\n\n", time.Since(began).Round(time.Second))
 	}
