@@ -2,6 +2,8 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -21,6 +23,7 @@ type outcome struct {
 	pub           Publication
 	summaries     int
 	notifications int
+	deadLettered  bool
 }
 
 // classify reads every summary and notification and sorts each session
@@ -42,9 +45,14 @@ func (h *Harness) classify(ctx context.Context, faults []Fault) (*Report, error)
 	}
 	slices.SortFunc(notes, func(a, b testkit.Notification) int { return a.Stored.Compare(b.Stored) })
 	rep := &Report{Sync: h.opts.Sync, Faults: faults, FailedStarts: h.failedStarts()}
+	dead, err := h.deadLettered(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rep.DeadLetters = uint64(len(dead))
 	rows := map[Kind]*Row{}
 	for _, p := range h.pub.Publications() {
-		o := outcome{pub: p, summaries: sums[p.Key()], notifications: perKey[p.Key()]}
+		o := outcome{pub: p, summaries: sums[p.Key()], notifications: perKey[p.Key()], deadLettered: dead[p.Key()]}
 		row := rep.row(rows, kindAt(faults, p.First))
 		if err := h.count(ctx, rep, row, o); err != nil {
 			return nil, err
@@ -59,11 +67,6 @@ func (h *Harness) classify(ctx context.Context, faults []Fault) (*Report, error)
 		measure(f, until, notes, h.pub)
 		rep.row(rows, f.Kind).addFault(*f)
 	}
-	dl, err := h.js.Stream(ctx, deadLetterStream)
-	if err != nil {
-		return nil, fmt.Errorf("reading dead letters: %w", err)
-	}
-	rep.DeadLetters = dl.CachedInfo().State.Msgs
 	return rep, nil
 }
 
@@ -97,6 +100,12 @@ func (h *Harness) count(ctx context.Context, rep *Report, row *Row, o outcome) e
 		row.Duplicates++
 		rep.Problems = append(rep.Problems, fmt.Sprintf("%s: %s: %d summaries, %d notifications", row.Kind, p.Key(), o.summaries, o.notifications))
 	}
+	if (o.summaries == 0 || o.notifications == 0) && o.deadLettered {
+		row.DeadLettered++
+		rep.Problems = append(rep.Problems, fmt.Sprintf("%s: %s (ack seq %d): %d summaries, %d notifications; dead-lettered (replayable)",
+			row.Kind, p.Key(), p.Seq, o.summaries, o.notifications))
+		return nil
+	}
 	if o.summaries == 0 || o.notifications == 0 {
 		row.Lost++
 		where, err := h.lostWhere(ctx, p)
@@ -115,7 +124,7 @@ func (h *Harness) count(ctx context.Context, rep *Report, row *Row, o outcome) e
 // What lostWhere finds.
 const (
 	lostByNATS  = "session-ended no longer in the stream at its acknowledged sequence"
-	lostByJetfn = "session-ended in the stream, never handled"
+	lostByJetfn = "session-ended in the stream, jetfn never finished it"
 )
 
 func (h *Harness) lostWhere(ctx context.Context, p Publication) (string, error) {
@@ -124,7 +133,7 @@ func (h *Harness) lostWhere(ctx context.Context, p Publication) (string, error) 
 		return "", err
 	}
 	m, err := s.GetMsg(ctx, p.Seq)
-	if err == jetstream.ErrMsgNotFound {
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return lostByNATS, nil
 	}
 	if err != nil {
@@ -134,4 +143,30 @@ func (h *Harness) lostWhere(ctx context.Context, p Publication) (string, error) 
 		return lostByNATS + fmt.Sprintf(" (seq %d holds %s %q)", p.Seq, m.Subject, m.Header.Get(jetstream.MsgIDHeader)), nil
 	}
 	return lostByJetfn, nil
+}
+
+// deadLettered reads every dead letter (runtime.deadletter keeps the
+// original payload) and returns the summary keys of the sessions in them.
+func (h *Harness) deadLettered(ctx context.Context) (map[string]bool, error) {
+	s, err := h.js.Stream(ctx, deadLetterStream)
+	if err != nil {
+		return nil, fmt.Errorf("reading dead letters: %w", err)
+	}
+	state := s.CachedInfo().State
+	out := map[string]bool{}
+	for seq := state.FirstSeq; state.Msgs > 0 && seq <= state.LastSeq; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading dead letter #%d: %w", seq, err)
+		}
+		var evt events.SessionEnded
+		if err := json.Unmarshal(m.Data, &evt); err != nil {
+			return nil, fmt.Errorf("decoding dead letter #%d: %w", seq, err)
+		}
+		out[events.SummaryKey(evt.ConversationID, evt.SessionID)] = true
+	}
+	return out, nil
 }

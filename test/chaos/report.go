@@ -22,6 +22,10 @@ type Row struct {
 	// (LostByNATS of them gone from the stream); Duplicates have more than
 	// one of either.
 	Lost, LostByNATS, Duplicates int
+	// DeadLettered are acknowledged sessions without a summary or a
+	// notification whose session-ended is in the dead-letter stream: not
+	// lost (jetfn dlq replay brings them back), but not done either.
+	DeadLettered int
 	// Stalls is each fault's longest time with no session handled;
 	// Recoveries the time from the fault to the first session published
 	// after it being handled; Rejoins from the node's restart (or SIGCONT)
@@ -57,10 +61,11 @@ func (r *Report) row(rows map[Kind]*Row, k Kind) *Row {
 	return row
 }
 
-// OK reports whether no acknowledged session was lost or duplicated.
+// OK reports whether every acknowledged session ended as one summary and
+// one notification: none lost, duplicated or dead-lettered.
 func (r *Report) OK() bool {
 	for _, row := range r.Rows {
-		if row.Lost > 0 || row.Duplicates > 0 {
+		if row.Lost > 0 || row.Duplicates > 0 || row.DeadLettered > 0 {
 			return false
 		}
 	}
@@ -138,15 +143,15 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 	}
 	fmt.Fprintf(w, "sync_interval: %s; %d faults; %d dead letters; settled: %t; jetfn starts that exited before ready (started again): %d\n\n",
 		sync, len(r.Faults), r.DeadLetters, r.Settled, r.FailedStarts)
-	fmt.Fprintln(w, "| fault | faults | sessions | acked | lost | duplicate | unknown (summarized) | publish retried | longest stall median / max | recovery median / max | node rejoined median / max |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| fault | faults | sessions | acked | lost | duplicate | dead-lettered | unknown (summarized) | publish retried | longest stall median / max | recovery median / max | node rejoined median / max |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, row := range r.Rows {
 		lost := fmt.Sprint(row.Lost)
 		if row.LostByNATS > 0 {
 			lost += fmt.Sprintf(" (%d gone from the stream)", row.LostByNATS)
 		}
-		fmt.Fprintf(w, "| %s | %d | %d | %d | %s | %d | %d (%d) | %d | %s | %s | %s |\n", row.Kind, row.Faults, row.Sessions,
-			row.Acked, lost, row.Duplicates, row.Unknown, row.UnknownHandled, row.Retried,
+		fmt.Fprintf(w, "| %s | %d | %d | %d | %s | %d | %d | %d (%d) | %d | %s | %s | %s |\n", row.Kind, row.Faults, row.Sessions,
+			row.Acked, lost, row.Duplicates, row.DeadLettered, row.Unknown, row.UnknownHandled, row.Retried,
 			spread(row.Stalls), spread(row.Recoveries), spread(row.Rejoins))
 	}
 	for _, p := range r.Problems {
