@@ -1,9 +1,13 @@
 package runtime
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -33,5 +37,32 @@ func TestPublishAckedWaitsForAStreamToAnswer(t *testing.T) {
 	}
 	if ack.Stream != "LATE" || ack.Duplicate {
 		t.Fatalf("ack %+v, want a first store in LATE", ack)
+	}
+}
+
+func TestRetryablePublish(t *testing.T) {
+	inProcess := fmt.Errorf("nats: %w", &jetstream.APIError{Code: 409, ErrorCode: errCodeMsgIDInProcess})
+	wrongLast := fmt.Errorf("nats: %w", &jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequence})
+	tests := []struct {
+		name   string
+		err    error
+		withID bool
+		want   bool
+	}{
+		{name: "no stream answered", err: jetstream.ErrNoStreamResponse, want: true},
+		{name: "no responders", err: nats.ErrNoResponders, want: true},
+		{name: "ID in process", err: inProcess, withID: true, want: true},
+		{name: "a refusal", err: wrongLast, withID: true, want: false},
+		{name: "timeout with an ID", err: context.DeadlineExceeded, withID: true, want: true},
+		{name: "timeout without an ID may store twice", err: context.DeadlineExceeded, want: false},
+		{name: "nats timeout with an ID", err: nats.ErrTimeout, withID: true, want: true},
+		{name: "anything else", err: errors.New("boom"), withID: true, want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := retryablePublish(tt.err, tt.withID); got != tt.want {
+				t.Errorf("retryablePublish(%v, %t) = %t, want %t", tt.err, tt.withID, got, tt.want)
+			}
+		})
 	}
 }

@@ -10,8 +10,9 @@ import (
 // TestChaos is the short version of `go tool task chaos`: one fault of
 // each kind against a 3-node cluster with sync_interval: always and two
 // jetfn instances, a session every 200ms. Every acknowledged session must
-// end as exactly one summary and one notification. About 2–3 minutes on
-// two cores; figures are logged, not asserted.
+// end as exactly one summary and one notification (none lost, duplicated
+// or dead-lettered). About 1.5 minutes on two cores (63s of faults, plus
+// building jetfn and nats-server); figures are logged, not asserted.
 func TestChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs three nats-server processes through six faults")
