@@ -31,9 +31,6 @@ type Row struct {
 	// after it being handled; Rejoins from the node's restart (or SIGCONT)
 	// to every node healthy.
 	Stalls, Recoveries, Rejoins []time.Duration
-	// NotRecoveredDown counts faults after which nothing was handled while
-	// the killed node was down.
-	NotRecoveredDown int
 }
 
 // Report is one run's result.
@@ -99,9 +96,6 @@ func (row *Row) addFault(f Fault) {
 	row.Rejoins = append(row.Rejoins, f.Healthy.Sub(f.Restored))
 	if f.Recovered {
 		row.Recoveries = append(row.Recoveries, f.Recovery)
-	}
-	if !f.RecoveredDown {
-		row.NotRecoveredDown++
 	}
 }
 
@@ -178,6 +172,9 @@ func (r *Report) WriteFaults(w io.Writer) {
 		jetfn := ""
 		if f.Jetfn >= 0 {
 			jetfn = fmt.Sprintf(", jetfn instance %d killed", f.Jetfn+1)
+		}
+		if !f.RecoveredDown {
+			jetfn += fmt.Sprintf(", nothing handled while it was down (%s)", recoverWithin)
 		}
 		fmt.Fprintf(w, "%2d %s: %s (stream leader %s, consumer leader %s, publisher on %s%s): stall %s, recovery %s, rejoined %s\n",
 			i+1, f.Kind, f.Victim, f.StreamLeader, f.ConsumerLeader, f.PublisherOn, jetfn,
