@@ -43,8 +43,11 @@ func TestRunSmall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(report.Rows) != 9 { // noop ×2, budget ×2, rate, drain ×2, slow, e2e
-		t.Fatalf("%d rows, want 9", len(report.Rows))
+	if len(report.Rows) != 10 { // noop ×2, budget ×2, rate, drain ×2, slow, e2e, trace
+		t.Fatalf("%d rows, want 10", len(report.Rows))
+	}
+	if report.TraceExports == 0 {
+		t.Error("the trace case's sink received no export: the traced variant traced nothing")
 	}
 	for _, row := range report.Rows {
 		for _, s := range []Stats{row.Base, row.Jetfn} {
@@ -88,11 +91,11 @@ func checkOutputs(t *testing.T, report *Report, profiles string) {
 	if s := string(got); strings.Contains(s, "\nold\n") || !strings.Contains(s, "more prose") || !strings.Contains(s, "| e2e c=2 |") {
 		t.Errorf("doc section not replaced in place:\n%s", s)
 	}
-	if matches, _ := filepath.Glob(filepath.Join(profiles, "*.cpu.pprof")); len(matches) != 18 {
-		t.Errorf("%d CPU profiles, want one per child (18)", len(matches))
+	if matches, _ := filepath.Glob(filepath.Join(profiles, "*.cpu.pprof")); len(matches) != 20 {
+		t.Errorf("%d CPU profiles, want one per child (20)", len(matches))
 	}
 	if len(report.GoalRows()) != 9 {
-		t.Errorf("%d goal rows, want 9 (one per row)", len(report.GoalRows()))
+		t.Errorf("%d goal rows, want 9 (one per row but trace, which has no goal)", len(report.GoalRows()))
 	}
 }
 

@@ -52,6 +52,8 @@ type childSpec struct {
 	Backlog bool `json:"backlog,omitempty"`
 	// Profile, when set, is the path prefix of the child's profiles.
 	Profile string `json:"profile,omitempty"`
+	// TraceEndpoint is the traced variant's OTLP/HTTP endpoint (trace.go).
+	TraceEndpoint string `json:"trace_endpoint,omitempty"`
 }
 
 // childReport is the child's own view of its repetition: the Go runtime's
@@ -130,6 +132,8 @@ func startVariant(ctx context.Context, spec childSpec, nc *nats.Conn) (func() er
 		return startBare(ctx, nc, spec)
 	case variantSessions:
 		return startSessionRuntime(ctx, nc, spec)
+	case variantTraced:
+		return startTracedRuntime(ctx, nc, spec)
 	}
 	return nil, fmt.Errorf("unknown variant %q", spec.Variant)
 }

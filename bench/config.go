@@ -55,6 +55,10 @@ type Config struct {
 	DrainMessages      int
 	DrainConcurrencies []int
 	DrainSize          int
+	// Trace adds the tracing case (trace.go): jetfn on the no-op function
+	// at c=16 with 128 B messages, tracing off against on, exporting every
+	// span over OTLP/HTTP to a local sink.
+	Trace bool
 	// Sessions are the concurrent-session counts of the e2e cases; none
 	// skips e2e (and FerretDB).
 	Sessions []int
@@ -105,6 +109,7 @@ func DefaultConfig() Config {
 		DrainMessages:      20000,
 		DrainConcurrencies: []int{1, 16},
 		DrainSize:          128,
+		Trace:              true,
 		Sessions:           []int{1, 8, 32},
 		SessionsPerRep:     func(int) int { return 48 },
 		SegmentsPerSession: 6,
@@ -120,8 +125,8 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("repetitions: %d is below 1", c.Repetitions))
 	}
 	grid := (c.Noop || c.Budget) && len(c.Concurrencies) > 0
-	if !grid && len(c.Sessions) == 0 && c.Rate <= 0 && c.SlowMessages <= 0 && c.DrainMessages <= 0 {
-		errs = append(errs, errors.New("noop, budget, sessions, rate, slowMessages and drainMessages: nothing to run"))
+	if !grid && len(c.Sessions) == 0 && c.Rate <= 0 && c.SlowMessages <= 0 && c.DrainMessages <= 0 && !c.Trace {
+		errs = append(errs, errors.New("noop, budget, sessions, rate, slowMessages, drainMessages and trace: nothing to run"))
 	}
 	if c.Budget && c.BudgetPrefetch == nil {
 		errs = append(errs, errors.New("budgetPrefetch: required for the budget cases"))
@@ -137,6 +142,9 @@ func (c Config) Validate() error {
 	}
 	if grid && (len(c.Sizes) == 0 || c.Messages == nil) {
 		errs = append(errs, errors.New("sizes and messages: required for the no-op and budget cases"))
+	}
+	if c.Trace && c.Messages == nil {
+		errs = append(errs, errors.New("messages: required for the trace case"))
 	}
 	if len(c.Sessions) > 0 && (c.SessionsPerRep == nil || c.SegmentsPerSession < 1) {
 		errs = append(errs, errors.New("sessionsPerRep and segmentsPerSession: required for the e2e cases"))

@@ -122,7 +122,7 @@ func createConsumer(ctx context.Context, nc *nats.Conn, wl workload) (jetstream.
 // sleeps, for the slow workload), as deployed: heartbeat and counters on,
 // logging at info (to io.Discard, so the cost measured is building records,
 // not a terminal). prefetch nil leaves the runtime's derived default.
-func startNoopRuntime(ctx context.Context, nc *nats.Conn, spec childSpec, prefetch *int) (func() error, error) {
+func startNoopRuntime(ctx context.Context, nc *nats.Conn, spec childSpec, prefetch *int, opts ...runtime.Option) (func() error, error) {
 	wl := spec.workload()
 	m, err := noopManifest(wl, spec.Concurrency, prefetch)
 	if err != nil {
@@ -134,7 +134,7 @@ func startNoopRuntime(ctx context.Context, nc *nats.Conn, spec childSpec, prefet
 	}
 	noop := func(jetfn.Deps) (jetfn.Handler, error) { return jetfn.HandlerFunc(handle), nil }
 	fns := []jetfn.Function{{Name: wl.durable, New: noop}}
-	return startRuntime(ctx, nc, m, fns)
+	return startRuntime(ctx, nc, m, fns, opts...)
 }
 
 // startRuntime runs a runtime until ctx is done and returns once it is ready.

@@ -109,8 +109,9 @@ func ownGoal(row Row) (GoalRow, bool) {
 
 // judgedOnCost leaves out the slow row: raw's is cut off at SlowLimit
 // after handling duplicates, so the two sides' per-message figures divide
-// different work.
-func judgedOnCost(row Row) bool { return row.Workload != WorkloadSlow }
+// different work. The trace row compares jetfn with itself, not with a
+// baseline; its cost is shown, not judged.
+func judgedOnCost(row Row) bool { return row.Workload != WorkloadSlow && row.Workload != WorkloadTrace }
 
 func rateGoal(goal string, row Row, limit float64) GoalRow {
 	g := GoalRow{Goal: goal, Case: row.Case(), Metric: "msgs/s",

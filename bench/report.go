@@ -17,6 +17,8 @@ type Report struct {
 	// Config is what the run measured; the rate and slow rows name their
 	// settings from it.
 	Config Config
+	// TraceExports is how many OTLP requests the trace case's sink got.
+	TraceExports int64
 }
 
 // Row is one case: the baseline's and jetfn's medians side by side.
@@ -53,6 +55,8 @@ func (r Row) Case() string {
 		return fmt.Sprintf("slow %s c=%d ackWait %s ×%d", r.cfg.SlowHandler, r.Concurrency, r.cfg.SlowAckWait, r.cfg.SlowMessages)
 	case WorkloadDrain:
 		return fmt.Sprintf("drain %s c=%d ×%d", sizeLabel(r.Size), r.Concurrency, r.cfg.DrainMessages)
+	case WorkloadTrace:
+		return fmt.Sprintf("trace off→on %s c=%d", sizeLabel(r.Size), r.Concurrency)
 	}
 	return fmt.Sprintf("noop %s c=%d", sizeLabel(r.Size), r.Concurrency)
 }

@@ -61,6 +61,8 @@ func (c caseKey) variants() [2]string {
 		return [2]string{variantBare, variantSessions}
 	case WorkloadBudget:
 		return [2]string{variantRawBud, variantJetfnBud}
+	case WorkloadTrace:
+		return [2]string{variantJetfn, variantTraced}
 	}
 	return [2]string{variantRaw, variantJetfn}
 }
@@ -79,6 +81,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		defer stop()
 	}
+	if cfg.Trace {
+		sink, err := startTraceSink()
+		if err != nil {
+			return nil, err
+		}
+		defer sink.stop()
+		r.traceSink = sink
+	}
 	report := &Report{Machine: describeMachine(), Repetitions: cfg.Repetitions, Config: cfg}
 	for _, c := range r.cases() {
 		row, err := r.runCase(ctx, c)
@@ -88,13 +98,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		report.Rows = append(report.Rows, row)
 	}
 	report.Wall = time.Since(started)
+	if r.traceSink != nil {
+		report.TraceExports = r.traceSink.requests.Load()
+	}
 	return report, nil
 }
 
 type runner struct {
-	cfg      Config
-	mongoURI string
-	db       *mongo.Database
+	cfg       Config
+	mongoURI  string
+	db        *mongo.Database
+	traceSink *traceSink // with Config.Trace
 }
 
 func (r *runner) cases() []caseKey {
@@ -129,6 +143,9 @@ func (r *runner) cases() []caseKey {
 	}
 	for _, c := range r.cfg.Sessions {
 		cases = append(cases, caseKey{workload: WorkloadSession, concurrency: c})
+	}
+	if r.cfg.Trace {
+		cases = append(cases, traceCase())
 	}
 	return cases
 }
@@ -220,6 +237,9 @@ func (r *runner) runRep(ctx context.Context, c caseKey, variant string, rep int)
 		Profile: profilePrefix(r.cfg.ProfileDir, variant, c, rep+1)}
 	if c.workload == WorkloadSlow {
 		spec.Sleep, spec.AckWait = r.cfg.SlowHandler, r.cfg.SlowAckWait
+	}
+	if variant == variantTraced {
+		spec.TraceEndpoint = r.traceSink.url
 	}
 	if c.workload == WorkloadDrain {
 		spec.Backlog = true

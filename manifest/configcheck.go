@@ -19,8 +19,9 @@ import (
 //	functions[0] (summarize-session).config: line 45: quiett: unknown key; did you mean quiet?
 //
 // (Inspect reports the same problems as file:line: key: problem.) It
-// touches no server. A name no function has, and a function without a
-// CheckConfig, are skipped: the first is Validate's to report.
+// touches no server. A name no function has, a function without a
+// CheckConfig and a remote function are skipped: the first and the last
+// are Validate's to report.
 func CheckConfigs(m *Manifest, functions []jetfn.Function) error {
 	var errs []error
 	m.eachConfigProblem(functions, func(i int, spec FunctionSpec, err error) {
@@ -52,7 +53,7 @@ func (m *Manifest) eachConfigProblem(functions []jetfn.Function, fn func(i int, 
 	}
 	for i, spec := range m.Functions {
 		check, ok := checks[spec.Name]
-		if !ok {
+		if !ok || spec.IsRemote() {
 			continue
 		}
 		for _, p := range problems.Split(check(spec.Config)) {

@@ -65,7 +65,9 @@ type StreamSpec struct {
 	MaxBytes int64 `yaml:"maxBytes"`
 }
 
-// FunctionSpec binds one compiled-in function to a durable pull consumer.
+// FunctionSpec binds one function to a durable pull consumer: a compiled-in
+// one named by Name, or, with Remote, a NATS micro endpoint that handles
+// each delivery as a request.
 type FunctionSpec struct {
 	Name     string   `yaml:"name"`
 	Version  string   `yaml:"version"`
@@ -110,7 +112,21 @@ type FunctionSpec struct {
 	// the consumer's io.nats.monitor.* metadata.
 	Monitor *MonitorSpec `yaml:"monitor"`
 	Config  jetfn.Config `yaml:"config"`
+	// Remote makes the function a remote one: each delivery is sent as a
+	// request to a NATS micro endpoint, whose reply settles it. Its name is
+	// not looked up in the compiled-in registry, and it takes no config.
+	Remote *RemoteSpec `yaml:"remote"`
 }
+
+// RemoteSpec names the NATS micro endpoint a remote function's deliveries
+// are sent to, in any language (the wire contract is in the README).
+type RemoteSpec struct {
+	// Subject is the endpoint's subject: a literal subject, no wildcards.
+	Subject string `yaml:"subject"`
+}
+
+// IsRemote reports whether the function is handled by a remote endpoint.
+func (f *FunctionSpec) IsRemote() bool { return f.Remote != nil }
 
 // MonitorSpec holds consumer health thresholds; zero leaves a check off.
 type MonitorSpec struct {

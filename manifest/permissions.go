@@ -38,7 +38,8 @@ type PermissionOptions struct {
 
 // Permissions lists what an instance running m needs: per function the pull
 // (MSG.NEXT), ack and info APIs of its consumer, the stream lookup, its
-// outputs and dead-letter subject and its micro subjects. A revision that
+// outputs and dead-letter subject and its micro subjects; for a remote
+// function, its endpoint subject and $SRV.INFO. A revision that
 // adds a function needs permissions generated from it.
 func (m *Manifest) Permissions(o PermissionOptions) Permissions {
 	inbox := o.InboxPrefix
@@ -53,6 +54,11 @@ func (m *Manifest) Permissions(o PermissionOptions) Permissions {
 			"$JS.API.CONSUMER.INFO."+s+"."+d, "$JS.API.STREAM.INFO."+s,
 			m.DeadLetterSubject(f.Name))
 		pub.add(f.OutputSubjects()...)
+		if f.IsRemote() {
+			// The requests, and the discovery that finds the remote's
+			// instances for status and /readyz.
+			pub.add(f.Remote.Subject, "$SRV.INFO")
+		}
 		sub.add("$SRV.*."+f.Name, "$SRV.*."+f.Name+".*", StatusSubject(f.Name))
 		if o.Provision {
 			pub.add("$JS.API.CONSUMER.CREATE."+s+"."+d, "$JS.API.CONSUMER.CREATE."+s+"."+d+".>")

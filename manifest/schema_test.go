@@ -39,6 +39,20 @@ func TestManifestSchemaAgreesWithLoader(t *testing.T) {
 		{"stream name with a dot", "name: DEADLETTER", "name: DEAD.LETTER"},
 		{"subject and subjects", "    subject: transcription.session-ended", "    subject: transcription.session-ended\n    subjects: [transcription.x]"},
 		{"output without stream", "    concurrency: 4", "    concurrency: 4\n    outputs: [{subject: transcript.processed}]"},
+		{"remote with a config block", "    concurrency: 4", "    concurrency: 4\n    remote: {subject: greeter.handle}"},
+	}
+	// A remote function under any name, without a config block.
+	remote := strings.Replace(strings.Replace(validManifest, "name: summarize-session", "name: remote-greet", 1),
+		"    config:\n      quiet: 2s\n", "    remote: {subject: greeter.handle}\n", 1)
+	t.Run("remote function", func(t *testing.T) { agree(t, schema, remote, true) })
+	for _, tt := range []struct{ name, with string }{
+		{"remote without subject", "remote: {}"},
+		{"remote with a wildcard", "remote: {subject: greeter.>}"},
+		{"remote with an unknown key", "remote: {subject: greeter.handle, queue: q}"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			agree(t, schema, strings.Replace(remote, "remote: {subject: greeter.handle}", tt.with, 1), false)
+		})
 	}
 	for _, tt := range bad {
 		t.Run(tt.name, func(t *testing.T) {

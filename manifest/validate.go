@@ -137,7 +137,7 @@ func (m *Manifest) validateFunctions(known []string, add problemFunc) {
 		switch {
 		case f.Name == "":
 			add(fat.key("name"), "required")
-		case !slices.Contains(known, f.Name):
+		case !f.IsRemote() && !slices.Contains(known, f.Name):
 			add(fat.key("name"), "unknown function %q; this binary has: %s", f.Name, strings.Join(known, ", "))
 		case names[f.Name]:
 			add(fat.key("name"), "declared twice")
@@ -197,6 +197,7 @@ func (m *Manifest) validateFunction(fat place, f *FunctionSpec, add problemFunc)
 		add(fat.key("maxOutage"), "must not be negative")
 	}
 	m.validateOutputs(fat, f, add)
+	m.validateRemote(fat, f, add)
 }
 
 // validateOutputs checks that every output is stored by its stream and

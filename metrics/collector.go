@@ -33,6 +33,10 @@ var (
 		"Handler runs abandoned after the function's timeout (their messages settled as failures).", []string{"function"}, nil)
 	descAbandonedRunning = prometheus.NewDesc("jetfn_abandoned_running",
 		"Abandoned handler runs that have not returned yet.", []string{"function"}, nil)
+	descRemoteInstances = prometheus.NewDesc("jetfn_remote_instances",
+		"Micro service instances the last discovery found serving a remote function's endpoint.", []string{"function"}, nil)
+	descRemoteUnanswered = prometheus.NewDesc("jetfn_remote_unanswered",
+		"1 while a remote function's endpoint has no responders (/readyz fails).", []string{"function"}, nil)
 )
 
 // statsCollector turns a runtime.Stats snapshot into metrics at scrape time,
@@ -44,7 +48,7 @@ var _ prometheus.Collector = statsCollector{}
 func (statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descHandled, descOutcomes, descRedeliveries, descHeartbeats,
 		descBufferBeats, descInFlight, descPending, descAckPending, descConsumerMissing, descDuplicateOutputs,
-		descAbandoned, descAbandonedRunning} {
+		descAbandoned, descAbandonedRunning, descRemoteInstances, descRemoteUnanswered} {
 		ch <- d
 	}
 }
@@ -67,15 +71,23 @@ func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descInFlight, float64(s.InFlight))
 		gauge(descPending, float64(s.NumPending))
 		gauge(descAckPending, float64(s.NumAckPending))
-		missing := 0.0
-		if s.ConsumerError != "" {
-			missing = 1
-		}
-		gauge(descConsumerMissing, missing)
+		gauge(descConsumerMissing, boolGauge(s.ConsumerError != ""))
 		counter(descDuplicateOutputs, s.DuplicateOutputs)
 		counter(descAbandoned, s.Abandoned)
 		gauge(descAbandonedRunning, float64(s.AbandonedRunning))
+		if s.Remote != "" {
+			gauge(descRemoteInstances, float64(s.RemoteInstances))
+			gauge(descRemoteUnanswered, boolGauge(s.RemoteError != ""))
+		}
 	}
+}
+
+// boolGauge is 1 for true, 0 for false.
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func outcomes(s runtime.Stats) map[string]uint64 {

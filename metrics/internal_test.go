@@ -8,20 +8,22 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 
 	"github.com/jetfn/jetfn/runtime"
 )
 
 type fakeRuntime struct {
-	ready                   chan struct{}
-	consumerErr, workersErr error
+	ready                              chan struct{}
+	consumerErr, workersErr, remoteErr error
 }
 
-func (f fakeRuntime) Stats() []runtime.Stats  { return nil }
-func (f fakeRuntime) Ready() <-chan struct{}  { return f.ready }
-func (f fakeRuntime) ConsumerProblems() error { return f.consumerErr }
-func (f fakeRuntime) WorkersStuck() error     { return f.workersErr }
+func (f fakeRuntime) Stats() []runtime.Stats   { return nil }
+func (f fakeRuntime) Ready() <-chan struct{}   { return f.ready }
+func (f fakeRuntime) ConsumerProblems() error  { return f.consumerErr }
+func (f fakeRuntime) WorkersStuck() error      { return f.workersErr }
+func (f fakeRuntime) RemotesUnanswered() error { return f.remoteErr }
 
 type fakeConn bool
 
@@ -57,6 +59,8 @@ func TestReadyz(t *testing.T) {
 			probes: Probes{NATS: fakeConn(true)}, wantCode: 503, wantBody: []string{"fail consumers: function fn: missing", "ok   workers"}},
 		{name: "every worker stuck", ready: bound, rt: fakeRuntime{workersErr: errors.New("function fn: 1 abandoned")},
 			probes: Probes{NATS: fakeConn(true)}, wantCode: 503, wantBody: []string{"fail workers: function fn", "ok   consumers"}},
+		{name: "remote without responders", ready: bound, rt: fakeRuntime{remoteErr: errors.New("function fn: no responders on remote r")},
+			probes: Probes{NATS: fakeConn(true)}, wantCode: 503, wantBody: []string{"fail remotes: function fn: no responders", "ok   workers"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -74,5 +78,30 @@ func TestReadyz(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+type fixedStats []runtime.Stats
+
+func (f fixedStats) Stats() []runtime.Stats { return f }
+
+// TestRemoteGauges: a remote function has its instance count and whether
+// it is unanswered; a compiled-in one has neither.
+func TestRemoteGauges(t *testing.T) {
+	src := fixedStats{{Function: "local"}, {Function: "greet", Remote: "greeter.handle", RemoteInstances: 2},
+		{Function: "lonely", Remote: "lonely.handle", RemoteError: "no responders on remote lonely.handle"}}
+	want := `
+# HELP jetfn_remote_instances Micro service instances the last discovery found serving a remote function's endpoint.
+# TYPE jetfn_remote_instances gauge
+jetfn_remote_instances{function="greet"} 2
+jetfn_remote_instances{function="lonely"} 0
+# HELP jetfn_remote_unanswered 1 while a remote function's endpoint has no responders (/readyz fails).
+# TYPE jetfn_remote_unanswered gauge
+jetfn_remote_unanswered{function="greet"} 0
+jetfn_remote_unanswered{function="lonely"} 1
+`
+	if err := testutil.CollectAndCompare(statsCollector{src: src}, strings.NewReader(want),
+		"jetfn_remote_instances", "jetfn_remote_unanswered"); err != nil {
+		t.Error(err)
 	}
 }

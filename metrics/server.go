@@ -30,6 +30,9 @@ type Runtime interface {
 	// WorkersStuck names functions whose every worker was taken by a
 	// handler abandoned after its timeout.
 	WorkersStuck() error
+	// RemotesUnanswered names remote functions whose endpoint has no
+	// responders.
+	RemotesUnanswered() error
 }
 
 // Connection is the NATS connection: *nats.Conn.
@@ -137,7 +140,7 @@ func readiness(ctx context.Context, rt Runtime, p Probes) []check {
 		checks[1].err = errors.New("not connected")
 	}
 	checks = append(checks, check{name: "consumers", err: rt.ConsumerProblems()},
-		check{name: "workers", err: rt.WorkersStuck()})
+		check{name: "workers", err: rt.WorkersStuck()}, check{name: "remotes", err: rt.RemotesUnanswered()})
 	if p.Mongo != nil {
 		ctx, cancel := context.WithTimeout(ctx, p.PingTimeout)
 		defer cancel()

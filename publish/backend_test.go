@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetfn/jetfn/devstack"
@@ -24,6 +25,17 @@ func newBackend(t *testing.T, url string, log *slog.Logger) *publish.Backend {
 	}
 	t.Cleanup(client.Close)
 	return publish.NewBackend(client)
+}
+
+// recordingServer starts NATS with the RECORDING stream.
+func recordingServer(t *testing.T) (*server.Server, jetstream.Stream) {
+	t.Helper()
+	ns := runtimetest.StartNATS(t)
+	js, err := jetstream.New(runtimetest.Connect(t, ns.ClientURL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns, recordingStream(t, js)
 }
 
 // recordingStream creates RECORDING as the manifests declare it.
@@ -44,12 +56,7 @@ func stopped(ts int64) events.RecordingEvent {
 }
 
 func TestBackendPublishesOnceWithMsgID(t *testing.T) {
-	ns := runtimetest.StartNATS(t)
-	js, err := jetstream.New(runtimetest.Connect(t, ns.ClientURL()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := recordingStream(t, js)
+	ns, s := recordingServer(t)
 	b := newBackend(t, ns.ClientURL(), nil)
 	ctx := context.Background()
 	for range 2 { // a retry of the same call
@@ -80,12 +87,7 @@ func TestBackendPublishesOnceWithMsgID(t *testing.T) {
 }
 
 func TestBackendSetsTS(t *testing.T) {
-	ns := runtimetest.StartNATS(t)
-	js, err := jetstream.New(runtimetest.Connect(t, ns.ClientURL()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := recordingStream(t, js)
+	ns, s := recordingServer(t)
 	before := time.Now().UnixMilli()
 	if err := newBackend(t, ns.ClientURL(), nil).RecordingEvent(context.Background(), stopped(0)); err != nil {
 		t.Fatal(err)
@@ -147,12 +149,7 @@ func TestBackendRefusesBadEvents(t *testing.T) {
 // TestBackendNATSDown: with the server gone, a publish returns within the
 // client's bounded timeout, logs and returns its error, and does not panic.
 func TestBackendNATSDown(t *testing.T) {
-	ns := runtimetest.StartNATS(t)
-	js, err := jetstream.New(runtimetest.Connect(t, ns.ClientURL()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	recordingStream(t, js)
+	ns, _ := recordingServer(t)
 	var logs runtimetest.LogBuffer
 	b := newBackend(t, ns.ClientURL(), slog.New(slog.NewTextHandler(&logs, nil)))
 	if err := b.RecordingEvent(context.Background(), stopped(1)); err != nil {
@@ -160,7 +157,7 @@ func TestBackendNATSDown(t *testing.T) {
 	}
 	devstack.StopNATS(ns)
 	start := time.Now()
-	err = b.RecordingEvent(context.Background(), stopped(2))
+	err := b.RecordingEvent(context.Background(), stopped(2))
 	took := time.Since(start)
 	t.Logf("publish with NATS down returned after %s: %v", took, err)
 	if err == nil {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetfn/jetfn/internal/tracing"
 )
 
 // DefaultTimeout bounds one publish, so a NATS outage delays the caller's own
@@ -95,7 +97,10 @@ func (c *Client) publish(ctx context.Context, subject, msgID string, encode func
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	_, err = c.js.Publish(ctx, subject, data, jetstream.WithMsgID(msgID))
+	// The caller's span, if any, travels in traceparent: the runtime's
+	// span for the function that takes this message continues its trace.
+	msg := &nats.Msg{Subject: subject, Data: data, Header: tracing.Inject(ctx, nil)}
+	_, err = c.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgID))
 	if err != nil {
 		return fmt.Errorf("publishing to %s: %w", subject, err)
 	}

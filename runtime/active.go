@@ -26,6 +26,9 @@ func (r *Runtime) activate(ctx context.Context, b *binding, m *manifest.Manifest
 	if err != nil {
 		return nil, err
 	}
+	if b.remote != nil {
+		r.probeRemotesNow()
+	}
 	// The binding's own context: Run's ctx ends every binding at shutdown
 	// through stopAll, and Apply ends one at a time through stop.
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))

@@ -38,6 +38,11 @@ type binding struct {
 	observe func(function string, d time.Duration)
 	// refusal is the runtime's note of the last manifest it refused.
 	refusal *atomic.Pointer[string]
+	// remote is a remote function's view of its endpoint's responders
+	// (remotewatch.go); nil for a compiled-in function.
+	remote *remoteState
+	// trace starts each run's span; nil when tracing is off (tracing.go).
+	trace *runTracer
 }
 
 // run pulls and handles messages until ctx is done, then drains: buffered
@@ -71,7 +76,7 @@ func (b *binding) run(ctx context.Context, drainTimeout time.Duration) {
 		b.pull(ctx, p, w)
 		p.stop()
 	}
-	if n := b.unsettled.returnAll(stateBuffered, b.log); n > 0 {
+	if n := b.unsettled.returnAll(b.js.Conn(), stateBuffered, b.log); n > 0 {
 		b.stats.retried.Add(uint64(n))
 		b.log.Info("returned buffered messages for redelivery", "count", n)
 	}
@@ -109,6 +114,22 @@ func (b *binding) tightenHeartbeat(hb time.Duration) {
 		if int64(hb) >= cur || b.heartbeat.CompareAndSwap(cur, int64(hb)) {
 			return
 		}
+	}
+}
+
+// everyOrKicked calls do every interval, and at once whenever kick
+// receives, until ctx is done.
+func everyOrKicked(ctx context.Context, every time.Duration, kick <-chan struct{}, do func(context.Context)) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-kick:
+		}
+		do(ctx)
 	}
 }
 

@@ -85,17 +85,7 @@ func (h *consumerHandle) err() error {
 // watch checks the consumer every consumerCheckEvery and whenever a pull
 // failed, until ctx is done.
 func (h *consumerHandle) watch(ctx context.Context) {
-	t := time.NewTicker(consumerCheckEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-h.kick:
-		}
-		h.look(ctx)
-	}
+	everyOrKicked(ctx, consumerCheckEvery, h.kick, h.look)
 }
 
 // look refreshes the ack floor, or repairs a missing consumer. Any other

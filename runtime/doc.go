@@ -15,10 +15,16 @@
 // alive, reads top to bottom in message.go. pull.go asks JetStream for
 // messages on one long-lived subscription per function; runcontext.go is
 // the context a handler runs with; binding.go wires one function's puller,
-// keeper and workers (workers.go) together. Its result picks the
-// acknowledgement as documented on jetfn.Handler. On shutdown the runtime
-// stops pulling, lets in-flight handlers finish up to the drain timeout, and
-// returns what is left to the stream for another instance.
+// keeper and workers (workers.go) together; tracing.go is the OpenTelemetry
+// seam: a span per handler run and per output, only with
+// WithTracerProvider. A handler's result picks the
+// acknowledgement as documented on jetfn.Handler. A remote function's
+// handler (remote.go) is one NATS request per delivery to a micro
+// endpoint, whose reply remote_reply.go maps to that same result;
+// remotewatch.go tracks whether the endpoint has responders, for /readyz.
+// On shutdown the runtime stops pulling, lets in-flight handlers finish up
+// to the drain timeout, and returns what is left to the stream for another
+// instance.
 //
 // The package knows nothing about any particular function: functions see
 // only package jetfn.

@@ -35,6 +35,23 @@ func (r *Runtime) WorkersStuck() error {
 	return errors.Join(errs...)
 }
 
+// RemotesUnanswered is nil unless some remote function's endpoint has no
+// responders: its last request found none, or the last discovery probe
+// (every DefaultRemoteProbe) found no instance. Its messages are retried
+// meanwhile and dead-lettered on their last delivery, so /readyz reports it.
+func (r *Runtime) RemotesUnanswered() error {
+	var errs []error
+	for _, a := range r.bound() {
+		if a.b.remote == nil {
+			continue
+		}
+		if err := a.b.remote.problem(); err != nil {
+			errs = append(errs, fmt.Errorf("function %s: %w", a.b.spec.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 func (r *Runtime) bound() []*active {
 	r.mu.Lock()
 	defer r.mu.Unlock()

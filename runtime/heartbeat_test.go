@@ -124,3 +124,32 @@ func TestUnsettledStartKeepsBeatClock(t *testing.T) {
 		t.Fatalf("keep right after start = %+v, beats %d; want the message beaten now", got, count[m])
 	}
 }
+
+// TestLateKeeperCancelsBeforeItAbandons: a keeper whose tick came late
+// finds a handler past both its timeout and its abandonment deadline. It
+// must cancel the handler and leave it a tick to return, not abandon it
+// in the same pass: before the fix a loaded machine turned about one run
+// of TestTimeoutCancelsHandler in four into "still running after its
+// timeout" although the handler returned on cancellation.
+func TestLateKeeperCancelsBeforeItAbandons(t *testing.T) {
+	var tr unsettledSet
+	d := tr.add(&nats.Msg{})
+	late := time.Now().Add(-time.Minute)
+	d.run.reset(context.Background(), late, 1)
+	if !tr.start(d, jetfn.Msg{}, late, nil) {
+		t.Fatal("start refused a buffered delivery")
+	}
+	reserved := 0
+	first := tr.keep(time.Hour, false, func() { reserved++ }, beats{}.beat)
+	if len(first.overdue) != 0 || reserved != 0 {
+		t.Fatalf("first pass abandoned %d; want the handler cancelled and left until the next pass", len(first.overdue))
+	}
+	select {
+	case <-d.run.Done():
+	default:
+		t.Fatal("first pass did not cancel the late handler's context")
+	}
+	if second := tr.keep(time.Hour, false, func() { reserved++ }, beats{}.beat); len(second.overdue) != 1 || reserved != 1 {
+		t.Fatalf("second pass abandoned %d; want the handler that ignored its cancellation abandoned", len(second.overdue))
+	}
+}

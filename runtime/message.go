@@ -84,6 +84,23 @@ type credits struct {
 	inUse       int
 	outstanding int
 	closed      bool
+	// waiter is the waiting take's rule, nil while nobody waits: a release
+	// wakes the puller only when the rule would let it pull, not once per
+	// settled message.
+	waiter *creditRule
+}
+
+// creditRule is what take waits for: enough free credits under limit.
+type creditRule struct {
+	limit  func() int
+	enough func(free, limit, outstanding int) bool
+}
+
+// met reports whether the rule lets a take go ahead now. Called with mu held.
+func (c *credits) met(r *creditRule) (n int, ok bool) {
+	l := r.limit()
+	n = l - c.inUse
+	return n, n > 0 && r.enough(n, l, c.outstanding)
 }
 
 func newCredits() *credits {
@@ -99,16 +116,18 @@ func newCredits() *credits {
 // the caller batch refills instead of pulling for every single freed
 // credit.
 func (c *credits) take(limit func() int, enough func(free, limit, outstanding int) bool) int {
+	rule := &creditRule{limit: limit, enough: enough}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for !c.closed {
-		l := limit()
-		if n := l - c.inUse; n > 0 && enough(n, l, c.outstanding) {
+		if n, ok := c.met(rule); ok {
 			c.inUse += n
 			c.outstanding += n
 			return n
 		}
+		c.waiter = rule
 		c.cond.Wait()
+		c.waiter = nil
 	}
 	return 0
 }
@@ -150,7 +169,11 @@ func (c *credits) release(n int) {
 	}
 	c.mu.Lock()
 	c.inUse -= n
-	c.cond.Broadcast()
+	if c.waiter != nil {
+		if _, ok := c.met(c.waiter); ok {
+			c.cond.Broadcast()
+		}
+	}
 	c.mu.Unlock()
 }
 
@@ -369,6 +392,8 @@ func hasControl(s string) bool {
 // the process down.
 func (b *binding) call(d *delivery, msg jetfn.Msg) (err error) {
 	defer d.run.release()
+	span := b.trace.startRun(&d.run, msg)
+	defer func() { b.trace.endRun(span, msg, err) }() // after the recover below
 	defer func() {
 		if r := recover(); r != nil {
 			b.msgLog(msg).Error("handler panicked", "panic", r, "stack", string(debug.Stack()))
@@ -398,7 +423,7 @@ func toMsg(m *nats.Msg) (jetfn.Msg, error) {
 // msgLog is the logger for lines about one message. It is built only when
 // a line is written: on the success path nothing is logged.
 func (b *binding) msgLog(msg jetfn.Msg) *slog.Logger {
-	return b.log.With("stream_seq", msg.StreamSequence, "num_delivered", msg.NumDelivered)
+	return b.log.With("stream_seq", msg.StreamSequence, "num_delivered", msg.NumDelivered).With(b.trace.runLogAttrs(msg)...)
 }
 
 // errExhausted is the reason of a dead letter whose every allowed delivery
@@ -457,7 +482,7 @@ func (b *binding) settle(m *nats.Msg, msg jetfn.Msg, herr error) {
 	out := decide(herr, msg.NumDelivered, &b.spec)
 	switch out.kind {
 	case outcomeAck:
-		if err := m.Ack(); err != nil {
+		if err := reply(b.js.Conn(), m, ackBody); err != nil {
 			b.msgLog(msg).Warn("acking", "err", err)
 			return
 		}
@@ -515,10 +540,26 @@ func (b *binding) deadLetter(m *nats.Msg, msg jetfn.Msg, cause error) {
 // termWithReason is TermWithReason, which nats.Msg lacks: the server
 // puts the reason in its TERMINATED advisory.
 func termWithReason(nc *nats.Conn, m *nats.Msg, reason string) error {
+	return reply(nc, m, []byte("+TERM "+reason))
+}
+
+// The runtime publishes Ack, Nak and InProgress itself, on the connection
+// that pulled the message: nats.Msg's methods allocate their options on
+// every call (one allocation per message in issue 16's profile), and a
+// delivery's state, not the message's acked flag, is what keeps it from
+// being settled twice.
+var (
+	ackBody        = []byte("+ACK")
+	nakBody        = []byte("-NAK")
+	inProgressBody = []byte("+WPI")
+)
+
+// reply sends an acknowledgement body to the message's ack subject.
+func reply(nc *nats.Conn, m *nats.Msg, body []byte) error {
 	if m.Reply == "" {
 		return nats.ErrMsgNoReply
 	}
-	return nc.Publish(m.Reply, []byte("+TERM "+reason))
+	return nc.Publish(m.Reply, body)
 }
 
 // ---- Kept alive: InProgress for every held message, buffered or running.
@@ -532,6 +573,7 @@ func termWithReason(nc *nats.Conn, m *nats.Msg, reason string) error {
 // not a timer per message, keeps short handlers free of cost.
 func (b *binding) keepAlive(ctx context.Context, w *workers) {
 	tick := b.keepTick()
+	beat := inProgress(b.js.Conn())
 	t := time.NewTimer(tick)
 	defer t.Stop()
 	for {
@@ -539,7 +581,7 @@ func (b *binding) keepAlive(ctx context.Context, w *workers) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			res := b.unsettled.keep(b.currentHeartbeat()-tick, b.bufferBeats, w.reserve, inProgress)
+			res := b.unsettled.keep(b.currentHeartbeat()-tick, b.bufferBeats, w.reserve, beat)
 			b.stats.heartbeats.Add(uint64(res.running))
 			b.stats.bufferBeats.Add(uint64(res.buffered))
 			for _, d := range res.overdue {
@@ -561,8 +603,11 @@ func (b *binding) keepTick() time.Duration {
 	return max(every/4, time.Millisecond)
 }
 
-// inProgress sends InProgress, which resets the server's ack-wait timer.
-func inProgress(m *nats.Msg) error { return m.InProgress() }
+// inProgress returns a beat that sends InProgress, which resets the
+// server's ack-wait timer.
+func inProgress(nc *nats.Conn) func(*nats.Msg) error {
+	return func(m *nats.Msg) error { return reply(nc, m, inProgressBody) }
+}
 
 // keepResult is what one pass of keep did.
 type keepResult struct {
@@ -584,10 +629,12 @@ func (t *unsettledSet) keep(every time.Duration, beatBuffered bool, reserve func
 	now := time.Now()
 	for d := t.head; d != nil; d = d.next {
 		state := deliveryState(d.state.Load())
-		if state == stateRunning {
-			d.run.cancelIfLate(now)
-		}
-		if state == stateRunning && !d.deadline.IsZero() && now.After(d.deadline) && d.move(stateRunning, stateAbandoned) {
+		// A handler cancelled in this pass gets until the next one to
+		// return: a keeper that ran late must not cancel and abandon it
+		// at once.
+		justCancelled := state == stateRunning && d.run.cancelIfLate(now)
+		if state == stateRunning && !justCancelled && !d.deadline.IsZero() && now.After(d.deadline) &&
+			d.move(stateRunning, stateAbandoned) {
 			reserve()
 			res.overdue = append(res.overdue, d)
 			continue
@@ -610,7 +657,23 @@ func (t *unsettledSet) keep(every time.Duration, beatBuffered bool, reserve func
 // ---- Returned: a drain gives back what it will not finish.
 
 func (b *binding) returnUnstarted(m *nats.Msg) {
-	if err := m.Nak(); err != nil {
+	if err := reply(b.js.Conn(), m, nakBody); err != nil {
+		b.log.Warn("returning a message during drain", "err", err)
+		return
+	}
+	b.stats.retried.Add(1)
+}
+
+// returnLater gives back a message that reached a binding whose run has
+// ended but whose pull requests may still be open (stop waits up to a
+// pull's wait for them): NakWithDelay(pullWait), by when every one of them
+// has expired. A plain Nak let the server hand the message straight back
+// to one of those requests, and the loop burnt every allowed delivery in
+// milliseconds: a live deploy's re-bind dead-lettered healthy messages,
+// never handled, as "delivered 5 times (maxDeliver) without a handler
+// result" (deploy's TestLiveDeploy, 2 runs in 10).
+func (b *binding) returnLater(m *nats.Msg) {
+	if err := m.NakWithDelay(pullWait); err != nil {
 		b.log.Warn("returning a message during drain", "err", err)
 		return
 	}
@@ -619,7 +682,7 @@ func (b *binding) returnUnstarted(m *nats.Msg) {
 
 // returnAll Naks, without delay, every delivery in state `from`, so another
 // instance can take it at once. It returns how many it returned.
-func (t *unsettledSet) returnAll(from deliveryState, log *slog.Logger) int {
+func (t *unsettledSet) returnAll(nc *nats.Conn, from deliveryState, log *slog.Logger) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := 0
@@ -627,7 +690,7 @@ func (t *unsettledSet) returnAll(from deliveryState, log *slog.Logger) int {
 		if !d.move(from, stateReturned) {
 			continue
 		}
-		if err := d.msg.Nak(); err != nil {
+		if err := reply(nc, d.msg, nakBody); err != nil {
 			log.Warn("returning a message", "err", err)
 			continue
 		}
@@ -642,7 +705,7 @@ func (b *binding) drain(w *workers, timeout time.Duration, cancelHandlers contex
 	if w.wait(timeout) {
 		return
 	}
-	n := b.unsettled.returnAll(stateRunning, b.log)
+	n := b.unsettled.returnAll(b.js.Conn(), stateRunning, b.log)
 	b.stats.retried.Add(uint64(n))
 	b.log.Warn("drain timed out; returned in-flight messages for redelivery", "count", n)
 	cancelHandlers()

@@ -11,6 +11,7 @@ import (
 	"github.com/jetfn/jetfn/manifest"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // publishTimeout bounds one publish attempt. jetstream.Publish waits for
@@ -43,15 +44,16 @@ const (
 // summary without its notification; so they are retried here for up to
 // publishRetryFor, while the keeper keeps the message alive. A publish
 // without a message ID is retried only on no responders, which never
-// reached a stream.
-func publishAcked(ctx context.Context, js jetstream.JetStream, subject string, data []byte, msgID string) (*jetstream.PubAck, error) {
+// reached a stream. header may be nil.
+func publishAcked(ctx context.Context, js jetstream.JetStream, subject string, data []byte, msgID string,
+	header nats.Header) (*jetstream.PubAck, error) {
 	var opts []jetstream.PublishOpt
 	if msgID != "" {
 		opts = append(opts, jetstream.WithMsgID(msgID))
 	}
 	giveUp := time.Now().Add(publishRetryFor)
 	for {
-		ack, err := publishOnce(ctx, js, subject, data, opts)
+		ack, err := publishOnce(ctx, js, &nats.Msg{Subject: subject, Data: data, Header: header}, opts)
 		if err == nil {
 			return ack, nil
 		}
@@ -66,10 +68,10 @@ func publishAcked(ctx context.Context, js jetstream.JetStream, subject string, d
 	}
 }
 
-func publishOnce(ctx context.Context, js jetstream.JetStream, subject string, data []byte, opts []jetstream.PublishOpt) (*jetstream.PubAck, error) {
+func publishOnce(ctx context.Context, js jetstream.JetStream, m *nats.Msg, opts []jetstream.PublishOpt) (*jetstream.PubAck, error) {
 	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
 	defer cancel()
-	return js.Publish(ctx, subject, data, opts...)
+	return js.PublishMsg(ctx, m, opts...)
 }
 
 // errCodeMsgIDInProcess is JetStream's "duplicate message id is in process"
@@ -100,6 +102,8 @@ type outputPublisher struct {
 	outputs  []string
 	stats    *counters
 	log      *slog.Logger
+	// tracer starts each output's producer span; nil when tracing is off.
+	tracer trace.Tracer
 }
 
 var _ jetfn.Publisher = outputPublisher{}
@@ -113,7 +117,9 @@ func (p outputPublisher) Publish(ctx context.Context, subject string, data []byt
 	if err != nil {
 		return err
 	}
-	ack, err := publishAcked(ctx, p.js, subject, data, msgID)
+	header, span := startSend(ctx, p.tracer, subject, msgID, len(data))
+	ack, err := publishAcked(ctx, p.js, subject, data, msgID, header)
+	endSend(span, ack, err)
 	if err != nil || !ack.Duplicate {
 		return err
 	}

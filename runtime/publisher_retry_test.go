@@ -28,7 +28,7 @@ func TestPublishAckedWaitsForAStreamToAnswer(t *testing.T) {
 		created <- err
 	})
 	t.Cleanup(func() { timer.Stop() })
-	ack, err := publishAcked(t.Context(), env.js, "late.out", []byte("x"), "fn:late.out:k1")
+	ack, err := publishAcked(t.Context(), env.js, "late.out", []byte("x"), "fn:late.out:k1", nil)
 	if err != nil {
 		t.Fatalf("publish while no stream answered for 1.5s: %v", err)
 	}

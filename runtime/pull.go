@@ -111,7 +111,7 @@ func (p *puller) receive(m *nats.Msg) {
 	}
 	p.credits.arrived()
 	if p.stopping.Err() != nil {
-		p.b.returnUnstarted(m)
+		p.b.returnLater(m)
 		p.credits.release(1)
 		return
 	}

@@ -22,6 +22,9 @@ type runContext struct {
 	parent       context.Context
 	deadline     time.Time
 	numDelivered uint64
+	// traced is the run's span context (tracing.go), asked before the
+	// parent; nil when tracing is off.
+	traced context.Context
 
 	mu           sync.Mutex
 	done         chan struct{}
@@ -36,7 +39,7 @@ var _ context.Context = (*runContext)(nil)
 func (c *runContext) reset(parent context.Context, deadline time.Time, numDelivered uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.parent, c.deadline, c.numDelivered = parent, deadline, numDelivered
+	c.parent, c.deadline, c.numDelivered, c.traced = parent, deadline, numDelivered, nil
 	c.done, c.err, c.after, c.stopWatching = nil, nil, nil, nil
 }
 
@@ -77,11 +80,16 @@ func (c *runContext) Err() error {
 	return nil
 }
 
-// Value answers the delivery count (deliveryKey) and asks the parent for
-// anything else.
+// Value answers the delivery count (deliveryKey), then the run's span
+// (when traced), and asks the parent for anything else.
 func (c *runContext) Value(key any) any {
 	if _, ok := key.(deliveryKey); ok {
 		return c.numDelivered
+	}
+	if c.traced != nil {
+		if v := c.traced.Value(key); v != nil {
+			return v
+		}
 	}
 	return c.parent.Value(key)
 }
@@ -117,12 +125,12 @@ func (c *runContext) watchParent() {
 	}
 }
 
-// cancel ends the run with err, once.
-func (c *runContext) cancel(err error) {
+// cancel ends the run with err, once; it reports whether this call did.
+func (c *runContext) cancel(err error) bool {
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
-		return
+		return false
 	}
 	c.err = err
 	if c.done != nil {
@@ -134,13 +142,13 @@ func (c *runContext) cancel(err error) {
 	for _, f := range after {
 		go (*f)()
 	}
+	return true
 }
 
-// cancelIfLate cancels the run once its deadline has passed.
-func (c *runContext) cancelIfLate(now time.Time) {
-	if !c.deadline.IsZero() && !now.Before(c.deadline) {
-		c.cancel(context.DeadlineExceeded)
-	}
+// cancelIfLate cancels the run once its deadline has passed, and reports
+// whether this call cancelled it.
+func (c *runContext) cancelIfLate(now time.Time) bool {
+	return !c.deadline.IsZero() && !now.Before(c.deadline) && c.cancel(context.DeadlineExceeded)
 }
 
 // release stops watching the parent once the handler returned.

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // DefaultDrainTimeout is how long a shutdown lets in-flight handlers finish.
@@ -32,6 +33,9 @@ type Runtime struct {
 	registry []jetfn.Function
 	opts     options
 	ready    chan struct{}
+	// probeNow asks watchRemotes for a probe at once: a remote function
+	// was bound.
+	probeNow chan struct{}
 
 	mu       sync.Mutex
 	active   []*active // in manifest order
@@ -53,6 +57,9 @@ type options struct {
 	// show what the keeper prevents.
 	noBufferBeats bool
 	observe       func(function string, d time.Duration)
+	tracer        trace.Tracer // nil: tracing off (tracing.go)
+	// remoteProbe is how often remote functions look up their instances.
+	remoteProbe time.Duration
 }
 
 // Option configures a Runtime.
@@ -129,7 +136,8 @@ func WithHandlerObserver(observe func(function string, d time.Duration)) Option 
 // New validates the manifest against the compiled-in functions and returns
 // a Runtime ready to Run. It does not touch the server yet.
 func New(nc *nats.Conn, m *manifest.Manifest, functions []jetfn.Function, opts ...Option) (*Runtime, error) {
-	o := options{log: slog.New(slog.NewTextHandler(io.Discard, nil)), drainTimeout: DefaultDrainTimeout}
+	o := options{log: slog.New(slog.NewTextHandler(io.Discard, nil)), drainTimeout: DefaultDrainTimeout,
+		remoteProbe: DefaultRemoteProbe}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return nil, err
@@ -159,7 +167,7 @@ func New(nc *nats.Conn, m *manifest.Manifest, functions []jetfn.Function, opts .
 		byName[f.Name] = f.New
 	}
 	return &Runtime{nc: nc, js: js, manifest: m, functions: byName, registry: functions, opts: o,
-		ready: make(chan struct{})}, nil
+		ready: make(chan struct{}), probeNow: make(chan struct{}, 1)}, nil
 }
 
 // Names lists the functions' names, sorted, for messages and validation.
@@ -182,6 +190,11 @@ func (r *Runtime) Ready() <-chan struct{} { return r.ready }
 // owner. While it runs, Apply switches it to a new manifest.
 func (r *Runtime) Run(ctx context.Context) error {
 	r.reportAsyncErrors()
+	var watchers sync.WaitGroup
+	defer watchers.Wait()
+	watchCtx, stopWatching := context.WithCancel(ctx)
+	defer stopWatching()
+	watchers.Go(func() { r.watchRemotes(watchCtx) })
 	m := r.currentManifest()
 	if err := r.provisionStreams(ctx, m); err != nil {
 		return err
@@ -239,17 +252,25 @@ func (r *Runtime) currentManifest() *manifest.Manifest {
 func (r *Runtime) prepare(spec manifest.FunctionSpec, m *manifest.Manifest) (*binding, error) {
 	log := r.opts.log.With("function", spec.Name)
 	stats := &counters{}
-	handler, err := r.functions[spec.Name](jetfn.Deps{
+	deps := jetfn.Deps{
 		Logger:    log,
 		Config:    spec.Config,
-		Publisher: outputPublisher{js: r.js, function: spec.Name, outputs: spec.OutputSubjects(), stats: stats, log: log},
+		Publisher: outputPublisher{js: r.js, function: spec.Name, outputs: spec.OutputSubjects(), stats: stats, log: log, tracer: r.opts.tracer},
 		Mongo:     r.opts.mongo,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("binding %s: constructing handler: %w", spec.Name, err)
+	}
+	var handler jetfn.Handler
+	var remote *remoteState
+	if spec.IsRemote() {
+		h := newRemoteHandler(r.nc, spec, deps.Publisher)
+		handler, remote = h, h.state
+	} else {
+		var err error
+		if handler, err = r.functions[spec.Name](deps); err != nil {
+			return nil, fmt.Errorf("binding %s: constructing handler: %w", spec.Name, err)
+		}
 	}
 	b := &binding{
-		spec: spec, handler: handler, js: r.js,
+		spec: spec, handler: handler, js: r.js, remote: remote,
 		dlSubject:   m.DeadLetterSubject(spec.Name),
 		stats:       stats,
 		log:         log,
@@ -258,6 +279,7 @@ func (r *Runtime) prepare(spec manifest.FunctionSpec, m *manifest.Manifest) (*bi
 		refusal:     &r.refusal,
 	}
 	b.heartbeat.Store(int64(spec.Heartbeat))
+	b.trace = newRunTracer(r.opts.tracer, &b.spec)
 	return b, nil
 }
 

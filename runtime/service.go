@@ -46,7 +46,7 @@ func (b *binding) addService(nc *nats.Conn, digest string) (micro.Service, error
 }
 
 func (b *binding) metadata(digest string) map[string]string {
-	return map[string]string{
+	md := map[string]string{
 		"stream":          b.spec.Stream,
 		"consumer":        b.spec.Durable,
 		"subject":         strings.Join(b.spec.FilterSubjects(), ","),
@@ -56,6 +56,10 @@ func (b *binding) metadata(digest string) map[string]string {
 		"concurrency":     strconv.Itoa(b.spec.Concurrency),
 		"manifest_digest": digest,
 	}
+	if b.spec.IsRemote() {
+		md["remote"] = b.spec.Remote.Subject
+	}
+	return md
 }
 
 // metadataDuration is d to the millisecond, as a person reads it: the
@@ -76,6 +80,9 @@ func (b *binding) status() Stats {
 		}
 	}
 	s.Concurrency = b.spec.Concurrency
+	if b.remote != nil {
+		b.remote.fill(&s)
+	}
 	if err := b.consumer.err(); err != nil {
 		s.ConsumerError = err.Error()
 		return s

@@ -50,6 +50,12 @@ type Stats struct {
 	// ConsumerError is set while the function's durable consumer (or its
 	// stream) is missing on the server; nothing is handled meanwhile.
 	ConsumerError string `json:"consumer_error,omitempty"`
+	// Remote is a remote function's endpoint subject; RemoteInstances how
+	// many micro service instances the last discovery found serving it;
+	// RemoteError is set while no instance responds (/readyz fails).
+	Remote          string `json:"remote,omitempty"`
+	RemoteInstances int    `json:"remote_instances,omitempty"`
+	RemoteError     string `json:"remote_error,omitempty"`
 }
 
 // counters are a function's live counters, safe for concurrent use.

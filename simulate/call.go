@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jetfn/jetfn/events"
 	"github.com/jetfn/jetfn/publish"
@@ -48,6 +49,10 @@ type CallOptions struct {
 	Timeout time.Duration
 	// Logger receives the publisher's errors; nil discards them.
 	Logger *slog.Logger
+	// Tracer, when set, starts one span per session; everything the
+	// session publishes carries it, so its whole path through jetfn is one
+	// trace (see tracing.go).
+	Tracer trace.Tracer
 }
 
 // DefaultCallOptions is one call of 12 segments, 2 of them late.
@@ -147,7 +152,9 @@ func randomHex(n int) string {
 }
 
 // playCall plays one session and waits for its transcript.processed.
-func playCall(ctx context.Context, tr *publish.Transcriber, w *processedWaiter, s callSession, opts CallOptions) error {
+func playCall(ctx context.Context, tr *publish.Transcriber, w *processedWaiter, s callSession, opts CallOptions) (err error) {
+	ctx, end := startSession(ctx, opts.Tracer, s)
+	defer func() { end(err) }()
 	segs := callScript(s, opts.Segments)
 	onTime, late := segs[:len(segs)-opts.LateSegments], segs[len(segs)-opts.LateSegments:]
 	for _, seg := range onTime {

@@ -42,15 +42,15 @@ functions:
 
 // startCallStack starts embedded NATS and FerretDB and, when m is given, a
 // runtime with summarize-session on them.
-func startCallStack(t *testing.T, m string) (string, *mongo.Database) {
+func startCallStack(t *testing.T, m string, opts ...runtime.Option) (string, *mongo.Database) {
 	t.Helper()
-	return startStack(t, m, jetfn.Function{Name: summarizesession.Name, New: summarizesession.New})
+	return startStack(t, m, jetfn.Function{Name: summarizesession.Name, New: summarizesession.New}, opts...)
 }
 
 // startStack starts embedded NATS and FerretDB and, when manifest is given,
 // a runtime with fn on them. It returns the NATS URL and a database of the
-// test's own.
-func startStack(t *testing.T, manifestYAML string, fn jetfn.Function) (string, *mongo.Database) {
+// test's own. opts are the runtime's, beside its database.
+func startStack(t *testing.T, manifestYAML string, fn jetfn.Function, opts ...runtime.Option) (string, *mongo.Database) {
 	t.Helper()
 	ns := runtimetest.StartNATS(t)
 	nc := runtimetest.Connect(t, ns.ClientURL())
@@ -63,7 +63,7 @@ func startStack(t *testing.T, manifestYAML string, fn jetfn.Function) (string, *
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := runtime.New(nc, m, []jetfn.Function{fn}, runtime.WithMongo(db))
+	rt, err := runtime.New(nc, m, []jetfn.Function{fn}, append(opts, runtime.WithMongo(db))...)
 	if err != nil {
 		t.Fatal(err)
 	}

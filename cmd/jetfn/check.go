@@ -11,12 +11,16 @@ import (
 
 	"github.com/jetfn/jetfn/functions"
 	"github.com/jetfn/jetfn/manifest"
+	"github.com/jetfn/jetfn/ops/status"
 )
 
-func cmdCheck(_ context.Context, args []string, out, errOut io.Writer) error {
-	fs := newFlags("check", "check --manifest FILE", errOut)
+func cmdCheck(ctx context.Context, args []string, out, errOut io.Writer) error {
+	fs := newFlags("check", "check --manifest FILE [--server NATS_URL]", errOut)
 	path := fs.String("manifest", "", "manifest to validate (default $JETFN_MANIFEST)")
 	allowShort := fs.Bool("allow-short-window", false, "report a duplicate window shorter than twice the redelivery horizon as a warning")
+	server := fs.String("server", "", "also look up each remote function's endpoint by micro discovery on this NATS server "+
+		"(authenticated by the NATS_* settings)")
+	wait := fs.Duration("wait", status.DefaultWindow, "with --server: how long to collect answers from micro services")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -31,6 +35,11 @@ func cmdCheck(_ context.Context, args []string, out, errOut io.Writer) error {
 	_, m, err := readManifest(file, *allowShort, out)
 	if err != nil {
 		return err
+	}
+	if *server != "" {
+		if err := checkRemotes(ctx, m, *server, cfg, *wait, out, errOut); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintf(out, "%s: ok (%d streams, %d functions, digest %s)\n", file, len(m.Streams), len(m.Functions), m.Digest)
 	return nil

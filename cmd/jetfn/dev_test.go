@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -52,15 +53,22 @@ type devProcess struct {
 
 func startDev(t *testing.T, bin, dir string, natsPort, mongoPort int, extra ...string) *devProcess {
 	t.Helper()
+	return startDevWith(t, bin, dir, natsPort, mongoPort, []string{"LOG_LEVEL=warn"}, os.Stderr, extra...)
+}
+
+// startDevWith is startDev with env added to the process's environment
+// and its log lines written to stderr.
+func startDevWith(t *testing.T, bin, dir string, natsPort, mongoPort int, env []string, stderr io.Writer, extra ...string) *devProcess {
+	t.Helper()
 	args := append([]string{"dev", "--dir", dir, "--nats-port", strconv.Itoa(natsPort),
 		"--mongo-port", strconv.Itoa(mongoPort), "--manifest", "../../manifests/local.yaml"}, extra...)
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "LOG_LEVEL=warn")
+	cmd.Env = append(os.Environ(), env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stderr = os.Stderr
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

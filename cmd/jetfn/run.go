@@ -56,6 +56,11 @@ func cmdRun(ctx context.Context, args []string, _, errOut io.Writer) error {
 // serve runs the runtime until ctx is done, then drains it and the
 // connections. onReady is called once every function is bound.
 func serve(ctx context.Context, cfg Config, log *slog.Logger, onReady func()) error {
+	tp, log, stopTracing, err := startTracing(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing() // last: after the runtime drained and its spans ended
 	nc, closed, err := connectNATS(cfg.NATSURL, cfg.NATS, log)
 	if err != nil {
 		return err
@@ -75,7 +80,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, onReady func()) er
 	}
 	defer func() { _ = client.Disconnect(context.Background()) }()
 	mx := metrics.New() // the histogram before the runtime, the listener after
-	rt, err := runtime.New(nc, m, functions.All(), runtimeOptions(cfg, log, client, mx)...)
+	rt, err := runtime.New(nc, m, functions.All(), append(runtimeOptions(cfg, log, client, mx), tracingOptions(tp)...)...)
 	if err != nil {
 		if errors.Is(err, manifest.ErrInvalidManifest) || errors.Is(err, manifest.ErrShortWindow) {
 			return usageError(err)

@@ -48,7 +48,15 @@ func simulateCall(ctx context.Context, cfg Config, args []string, out, errOut io
 	if err := opts.Validate(); err != nil {
 		return usageError(err)
 	}
-	opts.Logger = cfg.newLogger(errOut)
+	tp, log, stopTracing, err := startTracing(ctx, cfg.newLogger(errOut))
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+	opts.Logger = log
+	if tp != nil {
+		opts.Tracer = tp.TracerProvider().Tracer("github.com/jetfn/jetfn/simulate")
+	}
 	return withMongo(ctx, cfg, func(db *mongo.Database) error {
 		return simulate.Call(ctx, cfg.NATSURL, db, out, opts)
 	})

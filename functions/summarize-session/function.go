@@ -83,7 +83,7 @@ func (f *Function) summarize(ctx context.Context, msg jetfn.Msg, evt events.Sess
 	if err := f.publishProcessed(ctx, sum); err != nil {
 		return err
 	}
-	log.Info("session summarized", "segments", sum.Segments, "published_segments", evt.PublishedSegments,
+	log.InfoContext(ctx, "session summarized", "segments", sum.Segments, "published_segments", evt.PublishedSegments,
 		"complete", sum.Complete, "rounds", st.rounds, "count_stable", st.stable)
 	return nil
 }

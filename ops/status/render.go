@@ -26,6 +26,9 @@ func WriteTable(w io.Writer, instances []Instance, now time.Time) error {
 		// A missing consumer explains an idle function better than the
 		// last handler error does.
 		problem := s.LastError
+		if s.RemoteError != "" {
+			problem = s.RemoteError
+		}
 		if s.ConsumerError != "" {
 			problem = s.ConsumerError
 		}
@@ -33,7 +36,10 @@ func WriteTable(w io.Writer, instances []Instance, now time.Time) error {
 			i.Function, i.Version, i.ID, s.Handled, s.Acked, s.Retried, s.DeadLettered, s.InFlight,
 			s.NumPending, s.NumAckPending, formatUptime(i.Uptime(now)), truncate(problem, maxErrorWidth))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return writeRemotes(w, instances)
 }
 
 // WriteJSON prints the instances as one JSON array on one line, so that

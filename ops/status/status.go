@@ -4,13 +4,13 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/jetfn/jetfn/internal/discovery"
 	"github.com/jetfn/jetfn/runtime"
 )
 
@@ -34,6 +34,10 @@ type Instance struct {
 	ManifestDigest string            `json:"manifest_digest,omitempty"`
 	Metadata       map[string]string `json:"metadata,omitempty"`
 	Stats          runtime.Stats     `json:"stats"`
+	// RemoteInstances are, for a remote function, the micro service
+	// instances that serve its endpoint (every instance of the function
+	// lists the same ones).
+	RemoteInstances []RemoteInstance `json:"remote_instances,omitempty"`
 }
 
 // Uptime is how long the instance has run at now.
@@ -48,32 +52,25 @@ func (i Instance) Uptime(now time.Time) time.Duration {
 // function instances that answered within window, sorted by function and
 // instance id.
 func Collect(ctx context.Context, nc *nats.Conn, window time.Duration) ([]Instance, error) {
-	replies := make(chan *nats.Msg, 256)
-	inbox := nc.NewRespInbox()
-	sub, err := nc.ChanSubscribe(inbox, replies)
+	replies, err := discovery.Gather(ctx, nc, statsSubject, window)
 	if err != nil {
-		return nil, fmt.Errorf("subscribing to replies: %w", err)
+		return nil, err
 	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := nc.PublishRequest(statsSubject, inbox, nil); err != nil {
-		return nil, fmt.Errorf("requesting %s: %w", statsSubject, err)
-	}
-	timer := time.NewTimer(window)
-	defer timer.Stop()
 	var out []Instance
-	for {
-		select {
-		case msg := <-replies:
-			if inst, ok := decode(msg.Data); ok {
-				out = append(out, inst)
-			}
-		case <-timer.C:
-			sortInstances(out)
-			return out, nil
-		case <-ctx.Done():
-			return nil, ctx.Err()
+	var services []micro.Stats
+	for _, data := range replies {
+		var st micro.Stats
+		if json.Unmarshal(data, &st) != nil {
+			continue
+		}
+		services = append(services, st)
+		if inst, ok := fromStats(st); ok {
+			out = append(out, inst)
 		}
 	}
+	attachRemotes(out, services)
+	sortInstances(out)
+	return out, nil
 }
 
 // decode turns one $SRV.STATS reply into an Instance; ok is false for a
@@ -83,6 +80,10 @@ func decode(data []byte) (Instance, bool) {
 	if err := json.Unmarshal(data, &st); err != nil {
 		return Instance{}, false
 	}
+	return fromStats(st)
+}
+
+func fromStats(st micro.Stats) (Instance, bool) {
 	inst := Instance{
 		Function: st.Name, Version: st.Version, ID: st.ID, Started: st.Started,
 		ManifestDigest: st.Metadata["manifest_digest"], Metadata: st.Metadata,

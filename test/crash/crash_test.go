@@ -12,9 +12,10 @@ import (
 // per kill point with a 1s quiet period, the scaled-down long-outage pair
 // (5s window, 7s outage) and the long outage with a nats-server restart,
 // two runs of three careless-publisher sessions, one max-deliveries-all-down
-// run, and short batches with a child kill, a nats-server restart and a
-// Mongo outage. It builds and runs the real jetfn binary; about 3m15s on
-// two cores.
+// run, two runs of each remote point (the remote killed mid-request, jetfn
+// killed while the remote works, with the Go remote example), and short
+// batches with a child kill, a nats-server restart and a Mongo outage. It
+// builds and runs the real jetfn binary; about 3m30s on two cores.
 //
 // CRASH_BUILD_FLAGS adds `go build` flags for the child (say -race).
 func TestCrashMatrix(t *testing.T) {
@@ -44,7 +45,7 @@ func TestCrashMatrix(t *testing.T) {
 			t.Errorf("%s: %s", r.Point, p)
 		}
 	}
-	if len(rep.Rows) != 12 {
-		t.Errorf("%d rows, want 12 (7 points, careless-publisher, max-deliveries-all-down and 3 batches)", len(rep.Rows))
+	if len(rep.Rows) != 14 {
+		t.Errorf("%d rows, want 14 (7 points, 2 remote points, careless-publisher, max-deliveries-all-down and 3 batches)", len(rep.Rows))
 	}
 }

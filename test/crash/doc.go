@@ -1,5 +1,6 @@
-// Package crash is the crash-consistency harness for summarize-session: it
-// reproduces the field report's kill matrix against the shipped binary.
+// Package crash is the crash-consistency harness for summarize-session and
+// for remote functions: it reproduces the field report's kill matrix
+// against the shipped binary.
 //
 // A Harness builds `jetfn run` once, owns an embedded nats-server and an
 // embedded Mongo-compatible server (which outlive every child), and starts
@@ -16,8 +17,12 @@
 // the stream). One point also restarts nats-server during the child's
 // outage. Careless publishes sessions with the summary key as their
 // session-ended message ID; Exhaustion kills the child in every allowed
-// delivery of one session and checks its dead letter. Batches put many
-// sessions in flight and kill the child, restart nats-server or take Mongo
-// away at random moments. RunSuite runs them all and returns the Report
+// delivery of one session and checks its dead letter. The remote points run
+// a remote function instead (the Go example, a micro service behind a
+// proxy of its own that holds its reply): one request, the remote or jetfn
+// SIGKILLed once the remote has stored its document, and one document and
+// one output with jetfn's scoped message ID wanted after the restart.
+// Batches put many sessions in flight and kill the child, restart
+// nats-server or take Mongo away at random moments. RunSuite runs them all and returns the Report
 // that `go run ./test/crash/cmd/crashtest` prints.
 package crash

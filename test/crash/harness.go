@@ -44,6 +44,12 @@ type Harness struct {
 	logPath string
 	db      string
 	args    []string
+
+	// The remote points' remote function: its binary, the proxy between
+	// it and NATS, and the running process. Set up on first use.
+	remoteBin   string
+	remoteProxy *Proxy
+	remote      *testkit.Child
 }
 
 // New builds the binary (unless Options.Bin is set) and starts the stack
@@ -92,15 +98,16 @@ func (h *Harness) start(ctx context.Context) error {
 	return nil
 }
 
-// Close stops the child, the proxy and the stack, and removes a temporary
-// directory.
+// Close stops the child and the remote, their proxies and the stack, and
+// removes a temporary directory.
 func (h *Harness) Close() {
-	if h.child != nil {
-		h.child.Kill()
-		h.child = nil
-	}
+	h.killChild()
+	h.killRemote()
 	if h.proxy != nil {
 		h.proxy.Close()
+	}
+	if h.remoteProxy != nil {
+		h.remoteProxy.Close()
 	}
 	if h.stack != nil {
 		h.stack.Close()
@@ -119,18 +126,23 @@ func (h *Harness) prepare(name string, window time.Duration) error {
 // prepareManifest writes m as a fresh manifest and picks a fresh database
 // for one run.
 func (h *Harness) prepareManifest(name string, m manifestParams) error {
-	h.runs++
-	base := fmt.Sprintf("%03d-%s", h.runs, strings.ReplaceAll(name, "/", "_"))
-	h.manPath = filepath.Join(h.dir, "manifest-"+base+".yaml")
-	h.logPath = filepath.Join(h.dir, "jetfn-"+base+".log")
-	h.db = fmt.Sprintf("crash_%03d", h.runs)
-	h.args = nil
+	h.nextRun(name)
 	if m.window < dayWindow {
 		// The runtime refuses a window shorter than twice the redelivery
 		// horizon; the short-window control needs exactly that.
 		h.args = []string{"--allow-short-window"}
 	}
 	return writeManifest(h.manPath, m)
+}
+
+// nextRun names the next run's manifest, child log and database.
+func (h *Harness) nextRun(name string) {
+	h.runs++
+	base := fmt.Sprintf("%03d-%s", h.runs, strings.ReplaceAll(name, "/", "_"))
+	h.manPath = filepath.Join(h.dir, "manifest-"+base+".yaml")
+	h.logPath = filepath.Join(h.dir, "jetfn-"+base+".log")
+	h.db = fmt.Sprintf("crash_%03d", h.runs)
+	h.args = nil
 }
 
 // startChild starts `jetfn run` through the proxy, which passes everything

@@ -112,6 +112,17 @@ func (p *Proxy) Reset() {
 	p.counts = [numClasses][Freeze + 1]int{}
 }
 
+// Cut closes every open connection, frozen or not, with what it held: its
+// client reconnects through the proxy, which passes everything again
+// unless told otherwise (Freeze marks only connections open at the time).
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		c.close()
+	}
+}
+
 // Count is how many operations of class c got action a since the last Reset.
 func (p *Proxy) Count(c Class, a Action) int {
 	p.mu.Lock()

@@ -33,10 +33,16 @@ type Result struct {
 // RunPoint runs p runs times and returns its row.
 func (h *Harness) RunPoint(ctx context.Context, p Point, runs int) Row {
 	row := Row{Point: p.Name, WantSummaries: 1, WantNotifications: p.WantNotifications}
+	return h.repeat(ctx, row, runs, func() Result { return h.runOnce(ctx, p) })
+}
+
+// repeat adds runs results of once to row, logging each, and stops early
+// when ctx is done.
+func (h *Harness) repeat(ctx context.Context, row Row, runs int, once func() Result) Row {
 	for i := range runs {
 		start := time.Now()
-		res := h.runOnce(ctx, p)
-		h.opts.Log.Info("run", "point", p.Name, "run", i+1, "summaries", res.Summaries,
+		res := once()
+		h.opts.Log.Info("run", "point", row.Point, "run", i+1, "summaries", res.Summaries,
 			"notifications", res.Notifications, "recovery", res.Recovery, "err", res.Err,
 			"took", time.Since(start).Round(time.Millisecond))
 		row.add(res)

@@ -8,7 +8,8 @@ import (
 
 // SuiteOptions size one pass over every point and batch.
 type SuiteOptions struct {
-	// Runs per single-session point, and of careless-publisher.
+	// Runs per single-session point, per remote point, and of
+	// careless-publisher.
 	Runs int
 	// ShortWindow and Outage are the scaled-down long-outage pair: the
 	// child stays down for Outage, longer than ShortWindow.
@@ -28,8 +29,8 @@ type SuiteOptions struct {
 	ServerCycles        int
 	NATSDown, MongoDown time.Duration
 	// Only, when set, names the rows to run (point names, outage for every
-	// point with an outage, careless-publisher, max-deliveries-all-down,
-	// random, nats-restart, mongo-outage).
+	// point with an outage, the remote points' names, careless-publisher,
+	// max-deliveries-all-down, random, nats-restart, mongo-outage).
 	Only []string
 }
 
@@ -51,6 +52,11 @@ func RunSuite(ctx context.Context, h *Harness, o SuiteOptions) Report {
 	for _, p := range Points(o.ShortWindow, o.Outage, o.NATSDown) {
 		if o.selected(p.Name) || (o.selected("outage") && p.Outage > 0) {
 			add(func() Row { return h.RunPoint(ctx, p, o.Runs) })
+		}
+	}
+	for _, p := range RemotePoints() {
+		if o.selected(p.Name) {
+			add(func() Row { return h.RunRemotePoint(ctx, p, o.Runs) })
 		}
 	}
 	if o.selected(carelessName) && o.CarelessSessions > 0 {

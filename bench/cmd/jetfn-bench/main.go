@@ -32,11 +32,12 @@ func run() error {
 	flag.IntVar(&cfg.Window, "window", cfg.Window, "no-op messages in flight per worker (closed-loop publisher)")
 	flag.DurationVar(&cfg.Quiet, "quiet", cfg.Quiet, "summarize-session quiet period (0 counts twice back to back)")
 	flag.StringVar(&cfg.ProfileDir, "profile", "", "write CPU and allocation profiles of every child to this directory")
-	workloads := flag.String("workloads", "noop,budget,rate,drain,e2e",
+	workloads := flag.String("workloads", "noop,budget,rate,drain,e2e,trace",
 		"which workloads to run, comma-separated: noop (no-op function, raw's default 500 buffer vs jetfn's derived prefetch), "+
 			"budget (no-op with the same in-flight budget on both sides), rate (no-op under an open-loop publisher), "+
 			"drain (no-op on a backlog of -drain-messages stored before the consumer starts, c=1 and c=16), "+
-			"slow (a 100 ms handler on a 1,000-message backlog with a 2 s ack wait; takes about -slow-limit), e2e (summarize-session)")
+			"slow (a 100 ms handler on a 1,000-message backlog with a 2 s ack wait; takes about -slow-limit), e2e (summarize-session), "+
+			"trace (jetfn's no-op at 128 B c=16 with OpenTelemetry tracing off vs on, exporting every span to a local OTLP/HTTP sink)")
 	budgetP := flag.Int("budget-prefetch", 0, "jetfn's prefetch P in the budget cases, raw gets PullMaxMessages(c+P) (default: P = c)")
 	flag.Float64Var(&cfg.Rate, "rate", cfg.Rate, "publish rate of the rate case, msgs/s")
 	flag.IntVar(&cfg.RateConcurrency, "rate-concurrency", cfg.RateConcurrency, "workers in the rate case")
@@ -78,7 +79,8 @@ func selectWorkloads(cfg *bench.Config, list string, slowMessages int) error {
 	for w := range strings.SplitSeq(list, ",") {
 		w = strings.TrimSpace(w)
 		switch w {
-		case bench.WorkloadNoop, bench.WorkloadBudget, bench.WorkloadRate, bench.WorkloadDrain, bench.WorkloadSlow, bench.WorkloadSession:
+		case bench.WorkloadNoop, bench.WorkloadBudget, bench.WorkloadRate, bench.WorkloadDrain, bench.WorkloadSlow, bench.WorkloadSession,
+			bench.WorkloadTrace:
 			on[w] = true
 		default:
 			return fmt.Errorf("-workloads: unknown workload %q", w)
@@ -97,6 +99,7 @@ func selectWorkloads(cfg *bench.Config, list string, slowMessages int) error {
 	if !on[bench.WorkloadSession] {
 		cfg.Sessions = nil
 	}
+	cfg.Trace = on[bench.WorkloadTrace]
 	return nil
 }
 
@@ -141,6 +144,9 @@ func output(report *bench.Report, doc, chart string) error {
 		fmt.Println()
 	}
 	report.WriteTargets(os.Stdout)
+	if report.TraceExports > 0 {
+		fmt.Printf("\ntrace case: the sink received %d OTLP/HTTP exports\n", report.TraceExports)
+	}
 	fmt.Printf("\n%s; wall time %s\n", report.Machine, report.Wall.Round(time.Second))
 	if chart != "" {
 		if err := writeChart(report, chart); err != nil {

@@ -26,7 +26,7 @@ func main() {
 
 func run() int {
 	fs := flag.NewFlagSet("crashtest", flag.ContinueOnError)
-	runs := fs.Int("runs", 10, "runs per single-session point")
+	runs := fs.Int("runs", 10, "runs per single-session point and per remote point")
 	quiet := fs.Duration("quiet", 2*time.Second, "summarize-session's quiet period (config.quiet)")
 	window := fs.Duration("short-window", 5*time.Second, "duplicate window of the long-outage control")
 	outage := fs.Duration("outage", 7*time.Second, "how long the child stays down in the long-outage runs")
@@ -39,7 +39,8 @@ func run() int {
 	careless := fs.Int("careless-sessions", 3, "sessions per run of careless-publisher (0 skips it)")
 	exhaustions := fs.Int("max-deliveries-runs", 3, "runs of max-deliveries-all-down (0 skips it)")
 	only := fs.String("only", "", "comma-separated rows to run: none,wait,after-store,after-notify,outage,"+
-		"after-notify/nats-restart/window-24h,careless-publisher,max-deliveries-all-down,random,nats-restart,mongo-outage")
+		"after-notify/nats-restart/window-24h,remote-killed-mid-request,jetfn-killed-while-remote-works,"+
+		"careless-publisher,max-deliveries-all-down,random,nats-restart,mongo-outage")
 	markdown := fs.Bool("markdown", false, "also print the table as README-ready markdown rows")
 	dir := fs.String("dir", "", "keep data, manifests and child logs here (default: a temp dir, removed)")
 	buildFlags := fs.String("build-flags", "", "extra `go build` flags for the child binary, space-separated")

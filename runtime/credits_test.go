@@ -1,0 +1,70 @@
+package runtime
+
+import (
+	"testing"
+	"time"
+
+	"github.com/jetfn/jetfn/runtime/runtimetest"
+)
+
+// TestCreditsTakeWaitsForItsRule: a release wakes the waiting take only
+// when the rule lets it pull, and then it takes every free credit. A
+// release that does not meet the rule must not lose the wake-up of the one
+// that does.
+func TestCreditsTakeWaitsForItsRule(t *testing.T) {
+	c := newCredits()
+	limit := func() int { return 4 }
+	halfFree := func(free, limit, _ int) bool { return 2*free >= limit }
+	if n := c.take(limit, halfFree); n != 4 {
+		t.Fatalf("first take = %d, want all 4 credits", n)
+	}
+	for range 4 {
+		c.arrived()
+	}
+	got := make(chan int, 1)
+	go func() { got <- c.take(limit, halfFree) }()
+	runtimetest.Eventually(t, 10*time.Second, "the take to wait", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.waiter != nil
+	})
+	c.release(1) // 1 of 4 free: not enough
+	select {
+	case n := <-got:
+		t.Fatalf("take returned %d with 1 of 4 credits free", n)
+	default:
+	}
+	c.release(1) // 2 of 4 free: half
+	select {
+	case n := <-got:
+		if n != 2 {
+			t.Fatalf("take = %d, want the 2 free credits", n)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("take still waits with half the credits free")
+	}
+}
+
+// TestCreditsCloseWakesTheTaker: a shutdown must not leave the puller
+// waiting for credits that will never be released.
+func TestCreditsCloseWakesTheTaker(t *testing.T) {
+	c := newCredits()
+	limit := func() int { return 1 }
+	never := func(int, int, int) bool { return false }
+	got := make(chan int, 1)
+	go func() { got <- c.take(limit, never) }()
+	runtimetest.Eventually(t, 10*time.Second, "the take to wait", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.waiter != nil
+	})
+	c.close()
+	select {
+	case n := <-got:
+		if n != 0 {
+			t.Fatalf("take after close = %d, want 0", n)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("take still waits after close")
+	}
+}

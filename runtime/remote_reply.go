@@ -1,0 +1,180 @@
+package runtime
+
+// The reply half of the remote contract: what a micro endpoint's reply
+// means for the delivery. The table in the README is the reference.
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/jetfn/jetfn"
+	"github.com/jetfn/jetfn/manifest"
+)
+
+// HeaderRetryAfter on a 429 or 503 error reply is how long the remote
+// asks jetfn to wait before the redelivery, in seconds (2, 0.5).
+const HeaderRetryAfter = "Retry-After"
+
+// remoteOutput is one output a reply asks jetfn to publish.
+type remoteOutput struct {
+	subject string
+	data    []byte
+	key     string
+}
+
+// replyBody is a success reply's JSON. Members are matched exactly and an
+// unknown one is refused: a misspelt "output" would otherwise ack the
+// message and lose its outputs without a word.
+type replyBody struct {
+	Outputs []replyOutput `json:"outputs"`
+}
+
+type replyOutput struct {
+	Subject    string         `json:"subject"`
+	Data       jsontext.Value `json:"data"`
+	DataBase64 *string        `json:"dataBase64"`
+	Key        string         `json:"key"`
+}
+
+// readReply maps a reply to the outputs to publish, or to the error that
+// settles the delivery: a micro error reply by its code (replyError), a
+// body that breaks the contract as Malformed, since asking the remote
+// again gives the same answer. The whole reply is checked before anything
+// is published, so a bad third output publishes nothing.
+func readReply(reply *nats.Msg, subject string, declared []string) ([]remoteOutput, error) {
+	if err := replyError(reply, subject); err != nil {
+		return nil, err
+	}
+	if len(reply.Data) == 0 {
+		return nil, nil
+	}
+	outputs, err := decodeOutputs(reply.Data, declared)
+	if err != nil {
+		return nil, jetfn.Malformed(fmt.Errorf("remote %s broke the reply contract: %w", subject, err))
+	}
+	return outputs, nil
+}
+
+// replyError is nil for a reply without Nats-Service-Error-Code. Otherwise:
+// 400-499 except 408 and 429 is permanent (dead letter with the
+// description); 429 and 503 with a Retry-After wait that long; anything
+// else is a failure retried on the backoff.
+func replyError(reply *nats.Msg, subject string) error {
+	code := reply.Header.Get(micro.ErrorCodeHeader)
+	if code == "" {
+		return nil
+	}
+	err := fmt.Errorf("remote %s replied %s: %s", subject, code, reply.Header.Get(micro.ErrorHeader))
+	n, convErr := strconv.Atoi(strings.TrimSpace(code))
+	if convErr != nil {
+		return err
+	}
+	switch {
+	case n == 429 || n == 503:
+		raw := reply.Header.Get(HeaderRetryAfter)
+		if raw == "" {
+			return err
+		}
+		d, ok := parseRetryAfter(raw)
+		if !ok {
+			return fmt.Errorf("%w (Retry-After %q is not a number of seconds; the backoff applies)", err, raw)
+		}
+		return jetfn.RetryAfter(err, d)
+	case n >= 400 && n <= 499 && n != 408:
+		return jetfn.Permanent(err)
+	}
+	return err
+}
+
+// maxRetryAfter keeps a Retry-After inside what a time.Duration holds.
+const maxRetryAfter = 1e9 // seconds, about 31 years
+
+// parseRetryAfter reads a whole or decimal number of seconds.
+func parseRetryAfter(raw string) (time.Duration, bool) {
+	secs, err := strconv.ParseFloat(strings.TrimSpace(raw), 64)
+	if err != nil || math.IsNaN(secs) || secs < 0 || secs > maxRetryAfter {
+		return 0, false
+	}
+	return time.Duration(secs * float64(time.Second)), true
+}
+
+// errNotReplyJSON is a success reply whose body is not an object with an
+// outputs list.
+var errNotReplyJSON = errors.New(`the body is not {"outputs":[{"subject":…,"data":…,"key":…}]}`)
+
+// decodeOutputs reads and checks a success reply's outputs.
+func decodeOutputs(body []byte, declared []string) ([]remoteOutput, error) {
+	if jsontext.Value(body).Kind() != '{' {
+		return nil, errNotReplyJSON
+	}
+	var b replyBody
+	if err := json.Unmarshal(body, &b, json.RejectUnknownMembers(true)); err != nil {
+		return nil, fmt.Errorf("%w: %w", errNotReplyJSON, err)
+	}
+	out := make([]remoteOutput, 0, len(b.Outputs))
+	var errs []error
+	for i, o := range b.Outputs {
+		ro, err := o.check(declared)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("outputs[%d]: %w", i, err))
+			continue
+		}
+		out = append(out, ro)
+	}
+	return out, errors.Join(errs...)
+}
+
+// check is the output as jetfn publishes it: data is the JSON value's text
+// (compacted), or the decoded dataBase64.
+func (o replyOutput) check(declared []string) (remoteOutput, error) {
+	var errs []error
+	switch {
+	case o.Subject == "":
+		errs = append(errs, errors.New("no subject"))
+	case !manifest.IsLiteralSubject(o.Subject):
+		errs = append(errs, fmt.Errorf("subject %q is not one to publish to (a wildcard, an empty token or whitespace)", o.Subject))
+	case !manifest.CoveredByAny(o.Subject, declared):
+		errs = append(errs, fmt.Errorf("%w: %q is not one of the function's outputs %v", jetfn.ErrUndeclaredOutput, o.Subject, declared))
+	}
+	switch {
+	case o.Key == "":
+		errs = append(errs, fmt.Errorf("%w: an output needs a key derived from the input (Jetfn-Msg-Id)", jetfn.ErrNoOutputKey))
+	case hasControl(o.Key):
+		errs = append(errs, errors.New("key holds a control character"))
+	}
+	data, err := o.payload()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	return remoteOutput{subject: o.Subject, data: data, key: o.Key}, errors.Join(errs...)
+}
+
+func (o replyOutput) payload() ([]byte, error) {
+	switch {
+	case o.Data != nil && o.DataBase64 != nil:
+		return nil, errors.New("both data and dataBase64; give one")
+	case o.DataBase64 != nil:
+		data, err := base64.StdEncoding.DecodeString(*o.DataBase64)
+		if err != nil {
+			return nil, fmt.Errorf("dataBase64 is not standard base64: %w", err)
+		}
+		return data, nil
+	case o.Data != nil:
+		v := o.Data.Clone()
+		if err := v.Compact(); err != nil {
+			return nil, err
+		}
+		return v, nil
+	}
+	return nil, errors.New("neither data nor dataBase64")
+}
