@@ -81,9 +81,9 @@ func (e ChildEnv) Environ() []string {
 	}, e.Extra...)
 }
 
-// Child is one child process (a `jetfn run`, a nats-server). Its output
-// goes to a file; the process is reaped by the goroutine StartProcess
-// launches, which Kill and Stop wait for.
+// Child is one child process (a `jetfn run`, a nats-server, a remote
+// function). Its output goes to a file; the process is reaped by the
+// goroutine StartProcess launches, which Kill and Stop wait for.
 type Child struct {
 	cmd     *exec.Cmd
 	log     *logWatch
@@ -99,7 +99,8 @@ func StartChild(bin string, env ChildEnv, logPath string) (*Child, error) {
 }
 
 // StartProcess runs bin with args and env, appending its output to
-// logPath; Ready waits until a line of it contains ready.
+// logPath; Ready waits until a line of it contains ready (any first line
+// when ready is empty).
 func StartProcess(bin string, args, env []string, logPath, ready string) (*Child, error) {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
