@@ -1,9 +1,10 @@
 package runtime
 
 import (
-	"github.com/jetfn/jetfn/runtime/runtimetest"
 	"testing"
 	"time"
+
+	"github.com/jetfn/jetfn/runtime/runtimetest"
 )
 
 // TestCreditsTakeWaitsForItsRule: a release wakes the waiting take only

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -13,31 +14,83 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// publishTimeout bounds one publish. jetstream.Publish waits for the PubAck
-// until ctx is done, and a handler's ctx lives as long as the manifest's
-// timeout: a PubAck lost in a NATS restart would hold the handler, and
-// through its heartbeat the message, that long (seen in the crash harness:
-// two minutes). Failing lets the runtime nak and retry, which the message ID
-// makes safe.
+// publishTimeout bounds one publish attempt. jetstream.Publish waits for
+// the PubAck until ctx is done, and a handler's ctx lives as long as the
+// manifest's timeout: a PubAck lost in a NATS restart would hold the
+// handler, and through its heartbeat the message, that long (seen in the
+// crash harness: two minutes).
 const publishTimeout = 5 * time.Second
+
+// publishRetryFor bounds how long publishAcked tries again while no stream
+// answers: a Raft election after a node is SIGKILLed or paused takes up to
+// the 9s maximum election timeout, plus the time to notice. Past it (or
+// past the handler's ctx) the handler fails and the runtime naks; a
+// message ID makes every retry safe. publishRetryWait spaces the attempts.
+const (
+	publishRetryFor  = 30 * time.Second
+	publishRetryWait = 250 * time.Millisecond
+)
 
 // publishAcked publishes and waits for the stream's acknowledgement. A
 // duplicate inside the window is acknowledged too (and dropped by the
 // stream), so a retried publish succeeds without storing a second message.
-// header may be nil.
+//
+// While the stream elects a leader, a publish gets no responders at once
+// (no server subscribes to the stream's subjects), times out, or is
+// refused as "duplicate message id is in process" (an earlier attempt's
+// proposal not yet applied). Each of those costs a delivery if returned,
+// and a few elections in a row (the chaos harness's back-to-back faults)
+// used up all five of summarize-session's and dead-lettered a stored
+// summary without its notification; so they are retried here for up to
+// publishRetryFor, while the keeper keeps the message alive. A publish
+// without a message ID is retried only on no responders, which never
+// reached a stream. header may be nil.
 func publishAcked(ctx context.Context, js jetstream.JetStream, subject string, data []byte, msgID string,
 	header nats.Header) (*jetstream.PubAck, error) {
-	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
-	defer cancel()
 	var opts []jetstream.PublishOpt
 	if msgID != "" {
 		opts = append(opts, jetstream.WithMsgID(msgID))
 	}
-	ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: data, Header: header}, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("publishing to %s: %w", subject, err)
+	giveUp := time.Now().Add(publishRetryFor)
+	for {
+		ack, err := publishOnce(ctx, js, &nats.Msg{Subject: subject, Data: data, Header: header}, opts)
+		if err == nil {
+			return ack, nil
+		}
+		if !retryablePublish(err, msgID != "") || ctx.Err() != nil || time.Now().After(giveUp) {
+			return nil, fmt.Errorf("publishing to %s: %w", subject, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("publishing to %s: %w", subject, err)
+		case <-time.After(publishRetryWait):
+		}
 	}
-	return ack, nil
+}
+
+func publishOnce(ctx context.Context, js jetstream.JetStream, m *nats.Msg, opts []jetstream.PublishOpt) (*jetstream.PubAck, error) {
+	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	defer cancel()
+	return js.PublishMsg(ctx, m, opts...)
+}
+
+// errCodeMsgIDInProcess is JetStream's "duplicate message id is in process"
+// (409): an attempt with this ID is proposed and not yet applied.
+const errCodeMsgIDInProcess jetstream.ErrorCode = 10158
+
+// retryablePublish reports whether a failed publish may succeed if tried
+// again with the same message ID: nothing answered, or the answer is
+// still being decided. A timeout is retried only with a message ID (the
+// first attempt may have been stored).
+func retryablePublish(err error, withID bool) bool {
+	if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeMsgIDInProcess {
+		return true
+	}
+	return withID && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout))
 }
 
 // outputPublisher is the Publisher a function gets: it refuses subjects

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetfn/jetfn/events"
+	"github.com/jetfn/jetfn/test/testkit"
 )
 
 // What an administrator tuned on TRANSCRIPTION and on summarize-session's
@@ -63,7 +64,7 @@ func TestAdminSettingsKept(t *testing.T) {
 		t.Skip("builds jetfn and runs it four times")
 	}
 	ctx := t.Context()
-	bin, err := Build(ctx, t.TempDir())
+	bin, err := testkit.Build(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +86,7 @@ func TestAdminSettingsKept(t *testing.T) {
 		t.Fatalf("admin creating consumer %s: %v", functionName, err)
 	}
 
-	stop := func(c *Child, run string) {
+	stop := func(c *testkit.Child, run string) {
 		t.Helper()
 		if err := c.Stop(); err != nil {
 			t.Fatalf("stopping %s: %v", run, err)
@@ -233,7 +234,7 @@ func deployRevision(ctx context.Context, t *testing.T, f *deletedFixture, n int,
 		t.Fatal(err)
 	}
 	cmd := exec.CommandContext(ctx, f.bin, "deploy", "--manifest", path, "--deployment", adminDeployment, "--yes")
-	cmd.Env = ChildEnv{NATSURL: f.stack.NATSURL(), MongoURI: f.stack.MongoURI(), MongoDatabase: f.db, Manifest: path}.list()
+	cmd.Env = testkit.ChildEnv{NATSURL: f.stack.NATSURL(), MongoURI: f.stack.MongoURI(), MongoDatabase: f.db, Manifest: path}.Environ()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("jetfn deploy of revision %d (%s): %v\n%s", n, path, err, out)
 	}

@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/jetfn/jetfn/test/testkit"
 )
 
 // Disruption is what a batch does while its sessions are in flight.
@@ -78,7 +80,7 @@ func (h *Harness) runBatch(ctx context.Context, b Batch, row *Row) ([]Result, er
 		return nil, err
 	}
 	var all []session
-	var notes []notification
+	var notes []testkit.Notification
 	var restarts []time.Time
 	var inFlight []int
 	var settleTimes []time.Duration
@@ -132,7 +134,7 @@ func (b Batch) moment(busy time.Duration) time.Duration {
 // unannounced counts the sessions without a notification yet; -1 if the
 // stream cannot be read.
 func (h *Harness) unannounced(ctx context.Context, all []session, from uint64) int {
-	ns, err := scanNotifications(ctx, h.stack.js, from)
+	ns, err := testkit.ScanNotifications(ctx, h.stack.js, transcriptionStream, from)
 	if err != nil {
 		return -1
 	}
@@ -212,11 +214,11 @@ func (h *Harness) disrupt(ctx context.Context, b Batch) (time.Time, error) {
 // consumer has acked everything, and returns the notifications. It gives up
 // when no new notification arrived for stallTimeout, so a slow (loaded)
 // machine is not mistaken for a loss.
-func (h *Harness) settleBatch(ctx context.Context, all []session, from uint64) ([]notification, error) {
-	var notes []notification
+func (h *Harness) settleBatch(ctx context.Context, all []session, from uint64) ([]testkit.Notification, error) {
+	var notes []testkit.Notification
 	lastCount, lastProgress := -1, time.Now()
-	err := poll(ctx, 100*time.Millisecond, "every session of the batch to settle", func(ctx context.Context) bool {
-		ns, err := scanNotifications(ctx, h.stack.js, from)
+	err := testkit.Poll(ctx, 100*time.Millisecond, "every session of the batch to settle", func(ctx context.Context) bool {
+		ns, err := testkit.ScanNotifications(ctx, h.stack.js, transcriptionStream, from)
 		if err != nil {
 			return false
 		}
@@ -237,10 +239,10 @@ func (h *Harness) settleBatch(ctx context.Context, all []session, from uint64) (
 }
 
 // missing counts the sessions without a notification in ns.
-func missing(all []session, ns []notification) int {
+func missing(all []session, ns []testkit.Notification) int {
 	seen := map[string]bool{}
 	for _, n := range ns {
-		seen[n.key] = true
+		seen[n.Key] = true
 	}
 	left := 0
 	for _, s := range all {
@@ -251,16 +253,16 @@ func missing(all []session, ns []notification) int {
 	return left
 }
 
-func (h *Harness) batchResults(ctx context.Context, all []session, notes []notification) ([]Result, error) {
+func (h *Harness) batchResults(ctx context.Context, all []session, notes []testkit.Notification) ([]Result, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	sums, err := summaryCounts(ctx, h.stack.DB(h.db))
+	sums, err := testkit.SummaryCounts(ctx, h.stack.DB(h.db))
 	if err != nil {
 		return nil, fmt.Errorf("counting summaries: %w", err)
 	}
 	perKey := map[string]int{}
 	for _, n := range notes {
-		perKey[n.key]++
+		perKey[n.Key]++
 	}
 	res := make([]Result, len(all))
 	for i, s := range all {
@@ -271,12 +273,12 @@ func (h *Harness) batchResults(ctx context.Context, all []session, notes []notif
 
 // batchRecoveries is, for each disruption, the time from the restart to
 // the first notification stored after it, for any session.
-func batchRecoveries(notes []notification, restarts []time.Time) []time.Duration {
+func batchRecoveries(notes []testkit.Notification, restarts []time.Time) []time.Duration {
 	var out []time.Duration
 	for _, r := range restarts {
 		first := time.Duration(-1)
 		for _, n := range notes {
-			if d := n.stored.Sub(r); d >= 0 && (first < 0 || d < first) {
+			if d := n.Stored.Sub(r); d >= 0 && (first < 0 || d < first) {
 				first = d
 			}
 		}

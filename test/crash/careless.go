@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetfn/jetfn/events"
+	"github.com/jetfn/jetfn/test/testkit"
 )
 
 // carelessName is the careless-publisher row's name, and its --only key.
@@ -109,7 +110,7 @@ func (h *Harness) publishCareless(ctx context.Context, ss []session) (uint64, er
 // sequence last with nothing ack-pending: every session was handled and
 // acked. It does not wait for notifications, which the collision drops.
 func (h *Harness) awaitAcked(ctx context.Context, last uint64) error {
-	return poll(ctx, 20*time.Millisecond, fmt.Sprintf("the ack of stream sequence %d", last), func(ctx context.Context) bool {
+	return testkit.Poll(ctx, 20*time.Millisecond, fmt.Sprintf("the ack of stream sequence %d", last), func(ctx context.Context) bool {
 		info, err := consumerInfo(ctx, h.stack.js)
 		return err == nil && info.AckFloor.Stream >= last && info.NumAckPending == 0
 	})

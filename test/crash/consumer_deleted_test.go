@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetfn/jetfn/test/testkit"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -31,7 +32,7 @@ func TestDeletedConsumer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds jetfn and runs it: about ten seconds after the build, 75s when the runtime never notices")
 	}
-	bin, err := Build(t.Context(), t.TempDir())
+	bin, err := testkit.Build(t.Context(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

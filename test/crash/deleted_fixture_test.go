@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetfn/jetfn/test/testkit"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -56,13 +56,13 @@ func newDeletedFixture(t *testing.T, bin string) *deletedFixture {
 // environment, and waits until its functions are bound. On a failure the
 // test log gets the tail of the child's log, which is where today's
 // warnings are.
-func (f *deletedFixture) start(extraEnv []string, args ...string) *Child {
+func (f *deletedFixture) start(extraEnv []string, args ...string) *testkit.Child {
 	f.t.Helper()
 	f.runs++
 	logPath := filepath.Join(f.dir, fmt.Sprintf("jetfn-%d.log", f.runs))
-	env := ChildEnv{NATSURL: f.stack.NATSURL(), MongoURI: f.stack.MongoURI(),
-		MongoDatabase: f.db, Manifest: f.manifest, Args: args}
-	c, err := startChildEnv(f.bin, env, extraEnv, logPath)
+	env := testkit.ChildEnv{NATSURL: f.stack.NATSURL(), MongoURI: f.stack.MongoURI(),
+		MongoDatabase: f.db, Manifest: f.manifest, Args: args, Extra: extraEnv}
+	c, err := testkit.StartChild(f.bin, env, logPath)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -80,43 +80,19 @@ func (f *deletedFixture) start(extraEnv []string, args ...string) *Child {
 	return c
 }
 
-// startChildEnv is StartChild with more environment: ChildEnv has no field
-// for METRICS_ADDR, and exec uses the last value of a repeated key.
-func startChildEnv(bin string, env ChildEnv, extra []string, logPath string) (*Child, error) {
-	out, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	lw := &logWatch{w: out, ready: make(chan struct{})}
-	cmd := exec.Command(bin, append([]string{"run"}, env.Args...)...)
-	cmd.Env = append(env.list(), extra...)
-	cmd.Stdout, cmd.Stderr = lw, lw
-	c := &Child{cmd: cmd, log: lw, done: make(chan struct{}), Started: time.Now()}
-	if err := cmd.Start(); err != nil {
-		_ = out.Close()
-		return nil, fmt.Errorf("starting jetfn: %w", err)
-	}
-	go func() {
-		c.err = cmd.Wait()
-		_ = out.Close()
-		close(c.done)
-	}()
-	return c, nil
-}
-
 // pause stops the child with SIGSTOP until the returned resume is called,
 // so what the test does meanwhile happens before the child can notice any
 // of it. The pause is well under a second, far inside every NATS and Mongo
 // timeout.
-func pause(t *testing.T, c *Child) (resume func()) {
+func pause(t *testing.T, c *testkit.Child) (resume func()) {
 	t.Helper()
-	if err := c.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := c.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatalf("pausing jetfn: %v", err)
 	}
 	var once sync.Once
 	resume = func() {
 		once.Do(func() {
-			if err := c.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			if err := c.Signal(syscall.SIGCONT); err != nil {
 				t.Errorf("resuming jetfn: %v", err)
 			}
 		})
@@ -187,7 +163,7 @@ type tally struct {
 // consumer is part of what it saw, not an error.
 func (f *deletedFixture) count(ctx context.Context, from uint64, ss []session) tally {
 	tl := tally{summaries: map[string]int{}, notes: map[string]int{}}
-	sums, err := summaryCounts(ctx, f.stack.DB(f.db))
+	sums, err := testkit.SummaryCounts(ctx, f.stack.DB(f.db))
 	if err != nil {
 		tl.consumer = "counting summaries: " + err.Error()
 		return tl
@@ -195,9 +171,9 @@ func (f *deletedFixture) count(ctx context.Context, from uint64, ss []session) t
 	for _, s := range ss {
 		tl.summaries[s.key()] = sums[s.key()]
 	}
-	if ns, err := scanNotifications(ctx, f.stack.js, from); err == nil {
+	if ns, err := testkit.ScanNotifications(ctx, f.stack.js, transcriptionStream, from); err == nil {
 		for _, n := range ns {
-			tl.notes[n.key]++
+			tl.notes[n.Key]++
 		}
 	}
 	info, err := consumerInfo(ctx, f.stack.js)

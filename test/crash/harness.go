@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jetfn/jetfn/events"
+	"github.com/jetfn/jetfn/test/testkit"
 )
 
 // Options configure a Harness.
@@ -37,7 +38,7 @@ type Harness struct {
 	ownDir  bool
 	stack   *Stack
 	proxy   *Proxy
-	child   *Child
+	child   *testkit.Child
 	runs    int
 	manPath string
 	logPath string
@@ -48,7 +49,7 @@ type Harness struct {
 	// it and NATS, and the running process. Set up on first use.
 	remoteBin   string
 	remoteProxy *Proxy
-	remote      *Child
+	remote      *testkit.Child
 }
 
 // New builds the binary (unless Options.Bin is set) and starts the stack
@@ -78,7 +79,7 @@ func New(ctx context.Context, opts Options) (*Harness, error) {
 func (h *Harness) start(ctx context.Context) error {
 	h.bin = h.opts.Bin
 	if h.bin == "" {
-		bin, err := Build(ctx, h.dir, h.opts.BuildFlags...)
+		bin, err := testkit.Build(ctx, h.dir, h.opts.BuildFlags...)
 		if err != nil {
 			return err
 		}
@@ -151,7 +152,7 @@ func (h *Harness) startChild(ctx context.Context) (time.Time, error) {
 		return time.Time{}, errors.New("a child is already running")
 	}
 	h.proxy.Reset()
-	c, err := StartChild(h.bin, ChildEnv{
+	c, err := testkit.StartChild(h.bin, testkit.ChildEnv{
 		NATSURL: h.proxy.URL(), MongoURI: h.stack.ChildMongoURI(), MongoDatabase: h.db, Manifest: h.manPath, Args: h.args,
 	}, h.logPath)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jetfn/jetfn/test/testkit"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -235,7 +236,7 @@ func (h *Harness) exhaust(ctx context.Context, e Exhaustion, maxDeliver int, s s
 func (h *Harness) killInDelivery(ctx context.Context, s session, base uint64, n int, ev *exhaustEvidence) error {
 	want := base + uint64(n)
 	var info *jetstream.ConsumerInfo
-	err := poll(ctx, 5*time.Millisecond, fmt.Sprintf("delivery %d", n), func(ctx context.Context) bool {
+	err := testkit.Poll(ctx, 5*time.Millisecond, fmt.Sprintf("delivery %d", n), func(ctx context.Context) bool {
 		i, err := consumerInfo(ctx, h.stack.js)
 		if err != nil || i.NumAckPending == 0 || i.Delivered.Consumer < want {
 			return false
@@ -268,7 +269,7 @@ func (h *Harness) awaitDeadLetter(ctx context.Context, s session, orig original,
 	restart time.Time, ev *exhaustEvidence) (Result, error) {
 	waitCtx, cancel := context.WithTimeout(ctx, deadLetterWait)
 	defer cancel()
-	err := poll(waitCtx, 50*time.Millisecond, "the dead letter", func(ctx context.Context) bool {
+	err := testkit.Poll(waitCtx, 50*time.Millisecond, "the dead letter", func(ctx context.Context) bool {
 		dls, err := deadLetters(ctx, h.stack.js, dlFrom)
 		return err == nil && len(dls) > 0
 	})

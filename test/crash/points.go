@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jetfn/jetfn/test/testkit"
 )
 
 // Point is one place in summarize-session's handling of a single session
@@ -66,7 +68,7 @@ func short(d time.Duration) string {
 // awaitWait returns in the middle of the handler's first quiet period: the
 // message has been delivered (it is ack-pending) and half a quiet has passed.
 func awaitWait(ctx context.Context, h *Harness, _ session) error {
-	err := poll(ctx, 5*time.Millisecond, "the delivery of session-ended", func(ctx context.Context) bool {
+	err := testkit.Poll(ctx, 5*time.Millisecond, "the delivery of session-ended", func(ctx context.Context) bool {
 		info, err := consumerInfo(ctx, h.stack.js)
 		return err == nil && info.NumAckPending > 0
 	})
@@ -87,7 +89,7 @@ func armAfterStore(p *Proxy) {
 // awaitStored returns once the summary is stored, and freezes the proxy.
 func awaitStored(ctx context.Context, h *Harness, s session) error {
 	db := h.stack.DB(h.db)
-	err := poll(ctx, time.Millisecond, "the summary", func(ctx context.Context) bool {
+	err := testkit.Poll(ctx, time.Millisecond, "the summary", func(ctx context.Context) bool {
 		n, err := summaries(ctx, db, s)
 		return err == nil && n > 0
 	})
@@ -100,7 +102,7 @@ func armAfterNotify(p *Proxy) { p.Set(ClassAck, Drop) }
 
 // awaitAckDropped returns once the proxy has dropped the ack.
 func awaitAckDropped(ctx context.Context, h *Harness, _ session) error {
-	return poll(ctx, time.Millisecond, "the dropped ack", func(context.Context) bool {
+	return testkit.Poll(ctx, time.Millisecond, "the dropped ack", func(context.Context) bool {
 		return h.proxy.Count(ClassAck, Drop) > 0
 	})
 }

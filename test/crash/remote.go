@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/jetfn/jetfn"
+	"github.com/jetfn/jetfn/test/testkit"
 )
 
 // RemotePoint is a kill while jetfn waits for a remote function's reply.
@@ -89,7 +90,7 @@ func (h *Harness) remoteRun(ctx context.Context, p RemotePoint) (Result, error) 
 // reconnects on its own while jetfn restarts; its reply, for a requester
 // that is gone, is dropped with the connection.
 func (h *Harness) killRemoteSide(ctx context.Context, p RemotePoint, from uint64) (time.Time, error) {
-	err := poll(ctx, time.Millisecond, "the remote's document", func(ctx context.Context) bool {
+	err := testkit.Poll(ctx, time.Millisecond, "the remote's document", func(ctx context.Context) bool {
 		n, err := h.remoteDocuments(ctx)
 		return err == nil && n > 0
 	})
@@ -120,7 +121,7 @@ func (h *Harness) killRemoteSide(ctx context.Context, p RemotePoint, from uint64
 // without jetfn's scoped message ID fails the run.
 func (h *Harness) settleRemote(ctx context.Context, key string, from uint64, restart time.Time) (Result, error) {
 	var outs []output
-	err := poll(ctx, 20*time.Millisecond, "request "+key+" to settle", func(ctx context.Context) bool {
+	err := testkit.Poll(ctx, 20*time.Millisecond, "request "+key+" to settle", func(ctx context.Context) bool {
 		info, err := remoteConsumerInfo(ctx, h.stack.js)
 		if err != nil || !settled(info) || info.AckFloor.Last == nil || info.AckFloor.Last.Before(restart) {
 			return false

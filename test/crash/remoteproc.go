@@ -4,9 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"time"
+
+	"github.com/jetfn/jetfn/test/testkit"
 )
 
 // The remote function the remote points run: the Go example, built from
@@ -83,14 +84,13 @@ func (h *Harness) startRemote(ctx context.Context) error {
 	if h.remote != nil {
 		return fmt.Errorf("a remote is already running")
 	}
-	cmd := exec.Command(h.remoteBin)
-	cmd.Env = []string{
+	env := []string{
 		"NATS_URL=" + h.remoteProxy.URL(),
 		"MONGO_URI=" + h.stack.ChildMongoURI(),
 		"MONGO_DATABASE=" + h.db,
 		"PATH=" + os.Getenv("PATH"),
 	}
-	c, err := startProcess(cmd, h.logPath+".remote", "")
+	c, err := testkit.StartProcess(h.remoteBin, nil, env, h.logPath+".remote", "")
 	if err != nil {
 		return err
 	}
@@ -103,7 +103,7 @@ func (h *Harness) remoteSetup(ctx context.Context) error {
 	if h.remoteProxy != nil {
 		return nil
 	}
-	bin, err := buildPackage(ctx, remotePackage, filepath.Join(h.dir, "remote"), h.opts.BuildFlags...)
+	bin, err := testkit.BuildPackage(ctx, remotePackage, filepath.Join(h.dir, "remote"), h.opts.BuildFlags...)
 	if err != nil {
 		return err
 	}
@@ -120,7 +120,7 @@ func (h *Harness) remoteSetup(ctx context.Context) error {
 func (h *Harness) awaitRemote(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	return poll(ctx, 20*time.Millisecond, "the remote's micro service", func(context.Context) bool {
+	return testkit.Poll(ctx, 20*time.Millisecond, "the remote's micro service", func(context.Context) bool {
 		_, err := h.stack.nc.Request("$SRV.PING."+remoteService, nil, 500*time.Millisecond)
 		return err == nil
 	})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jetfn/jetfn/test/testkit"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -169,17 +170,17 @@ func (h *Harness) count(ctx context.Context, s session, from uint64) (int, int, 
 	if err != nil {
 		return 0, 0, fmt.Errorf("counting summaries: %w", err)
 	}
-	ns, err := scanNotifications(ctx, h.stack.js, from)
+	ns, err := testkit.ScanNotifications(ctx, h.stack.js, transcriptionStream, from)
 	if err != nil {
 		return 0, 0, fmt.Errorf("counting notifications: %w", err)
 	}
 	return sum, len(forKey(ns, s.key())), nil
 }
 
-func forKey(ns []notification, key string) []notification {
-	var out []notification
+func forKey(ns []testkit.Notification, key string) []testkit.Notification {
+	var out []testkit.Notification
 	for _, n := range ns {
-		if n.key == key {
+		if n.Key == key {
 			out = append(out, n)
 		}
 	}
@@ -190,13 +191,13 @@ func forKey(ns []notification, key string) []notification {
 // acked everything (after the restart, if there was one), then counts.
 func (h *Harness) settle(ctx context.Context, s session, from uint64, restart time.Time) (Result, error) {
 	var ackedAt time.Time
-	var notes []notification
-	err := poll(ctx, 20*time.Millisecond, "session "+s.key()+" to settle", func(ctx context.Context) bool {
+	var notes []testkit.Notification
+	err := testkit.Poll(ctx, 20*time.Millisecond, "session "+s.key()+" to settle", func(ctx context.Context) bool {
 		info, err := consumerInfo(ctx, h.stack.js)
 		if err != nil || !settled(info) || info.AckFloor.Last == nil || info.AckFloor.Last.Before(restart) {
 			return false
 		}
-		ns, err := scanNotifications(ctx, h.stack.js, from)
+		ns, err := testkit.ScanNotifications(ctx, h.stack.js, transcriptionStream, from)
 		if err != nil {
 			return false
 		}
@@ -224,13 +225,13 @@ func (h *Harness) partial(s session, from uint64) Result {
 
 // recovery is the time from restart to the first notification stored after
 // it, or to the ack when none was.
-func recovery(notes []notification, restart, ackedAt time.Time) time.Duration {
+func recovery(notes []testkit.Notification, restart, ackedAt time.Time) time.Duration {
 	if restart.IsZero() {
 		return 0
 	}
 	for _, n := range notes {
-		if !n.stored.Before(restart) {
-			return n.stored.Sub(restart)
+		if !n.Stored.Before(restart) {
+			return n.Stored.Sub(restart)
 		}
 	}
 	return ackedAt.Sub(restart)

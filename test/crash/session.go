@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -73,90 +72,6 @@ func summaries(ctx context.Context, db *mongo.Database, s session) (int, error) 
 	filter := bson.D{{Key: "conversationId", Value: s.conversationID}, {Key: "sessionId", Value: s.sessionID}}
 	n, err := db.Collection(events.SummariesCollection).CountDocuments(ctx, filter)
 	return int(n), err
-}
-
-// summaryCounts counts the summary documents of every session in db, by key.
-func summaryCounts(ctx context.Context, db *mongo.Database) (map[string]int, error) {
-	cur, err := db.Collection(events.SummariesCollection).Find(ctx, bson.D{})
-	if err != nil {
-		return nil, err
-	}
-	var docs []struct {
-		ConversationID string `bson:"conversationId"`
-		SessionID      string `bson:"sessionId"`
-	}
-	if err := cur.All(ctx, &docs); err != nil {
-		return nil, err
-	}
-	counts := map[string]int{}
-	for _, d := range docs {
-		counts[events.SummaryKey(d.ConversationID, d.SessionID)]++
-	}
-	return counts, nil
-}
-
-// notification is one transcript.processed message stored in the stream.
-type notification struct {
-	key    string
-	seq    uint64
-	stored time.Time
-}
-
-// scanNotifications reads every transcript.processed message stored from
-// stream sequence from on, with a short-lived ephemeral consumer.
-func scanNotifications(ctx context.Context, js jetstream.JetStream, from uint64) ([]notification, error) {
-	stream, err := js.Stream(ctx, transcriptionStream)
-	if err != nil {
-		return nil, err
-	}
-	c, err := stream.CreateConsumer(ctx, jetstream.ConsumerConfig{
-		AckPolicy:         jetstream.AckNonePolicy,
-		FilterSubject:     events.TranscriptProcessedSubject,
-		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:       max(from, 1),
-		InactiveThreshold: 10 * time.Second,
-	})
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = stream.DeleteConsumer(context.WithoutCancel(ctx), c.CachedInfo().Name) }()
-	pending := int(c.CachedInfo().NumPending)
-	var out []notification
-	for len(out) < pending {
-		batch, err := c.Fetch(pending-len(out), jetstream.FetchMaxWait(2*time.Second))
-		if err != nil {
-			return nil, err
-		}
-		got := 0
-		for m := range batch.Messages() {
-			got++
-			n, err := toNotification(m)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, n)
-		}
-		if err := batch.Error(); err != nil {
-			return nil, err
-		}
-		if got == 0 {
-			return nil, fmt.Errorf("scanning notifications: %d of %d read", len(out), pending)
-		}
-	}
-	return out, nil
-}
-
-func toNotification(m jetstream.Msg) (notification, error) {
-	meta, err := m.Metadata()
-	if err != nil {
-		return notification{}, err
-	}
-	var evt events.TranscriptProcessed
-	if err := json.Unmarshal(m.Data(), &evt); err != nil {
-		return notification{}, fmt.Errorf("decoding transcript.processed #%d: %w", meta.Sequence.Stream, err)
-	}
-	return notification{key: events.SummaryKey(evt.ConversationID, evt.SessionID),
-		seq: meta.Sequence.Stream, stored: meta.Timestamp}, nil
 }
 
 // nextSeq is the sequence the next message stored in stream will get.

@@ -2,7 +2,6 @@ package crash
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -163,23 +162,4 @@ func (s *Stack) Close() {
 	if s.ns != nil {
 		devstack.StopNATS(s.ns)
 	}
-}
-
-// errDeadline is returned by poll when its condition never held.
-var errDeadline = errors.New("deadline passed")
-
-// poll calls cond every interval until it reports done, returns an error,
-// or ctx is done. A transient error (a server restarting) is what cond
-// reports as not done.
-func poll(ctx context.Context, interval time.Duration, what string, cond func(ctx context.Context) bool) error {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for !cond(ctx) {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s: %w", what, errDeadline)
-		case <-t.C:
-		}
-	}
-	return nil
 }

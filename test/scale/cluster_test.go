@@ -19,6 +19,7 @@ import (
 	"github.com/jetfn/jetfn/manifest"
 	"github.com/jetfn/jetfn/runtime"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
+	"github.com/jetfn/jetfn/test/testkit"
 )
 
 // clusterManifest is scaleManifest with R3 streams; the consumer inherits
@@ -189,10 +190,10 @@ func failover(t *testing.T, cl *Cluster, js jetstream.JetStream, rec *logRecord,
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	if err := WaitCurrent(ctx, js, transcriptionStream, durable); err != nil {
+	if err := testkit.WaitCurrent(ctx, js, transcriptionStream, durable); err != nil {
 		t.Fatal(err)
 	}
-	sl, clead, err := Leaders(ctx, js, transcriptionStream, durable)
+	sl, clead, err := testkit.Leaders(ctx, js, transcriptionStream, durable)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,12 +215,12 @@ func failover(t *testing.T, cl *Cluster, js jetstream.JetStream, rec *logRecord,
 		t.Fatal(err)
 	}
 	restarted := time.Now()
-	if err := WaitCurrent(ctx, js, transcriptionStream, durable); err != nil {
+	if err := testkit.WaitCurrent(ctx, js, transcriptionStream, durable); err != nil {
 		t.Fatal(err)
 	}
 	caughtUp := time.Since(restarted)
 	end := waitHandledAfter(t, rec, rec.Count()+20)
-	sl2, cl2, _ := Leaders(ctx, js, transcriptionStream, durable)
+	sl2, cl2, _ := testkit.Leaders(ctx, js, transcriptionStream, durable)
 	hs := rec.Handled("")
 	return fmt.Sprintf("%s leader %s stopped (stream leader %s, consumer leader %s): largest gap with no session handled %s "+
 		"(while down %s, around its return %s); Stats took %s while it was down; its replicas current %s after the restart; leaders now stream %s, consumer %s",

@@ -3,16 +3,15 @@ package scale
 import (
 	"context"
 	"fmt"
-	"net"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jetfn/jetfn/manifest"
+	"github.com/jetfn/jetfn/test/testkit"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // clusterName is the name every node of a test cluster shares.
@@ -80,7 +79,10 @@ func serverPermissions(p manifest.Permissions) *server.Permissions {
 
 func startCluster(t testing.TB, n int, users []*server.User) *Cluster {
 	t.Helper()
-	ports := freePorts(t, 2*n)
+	ports, err := testkit.FreePorts(2 * n)
+	if err != nil {
+		t.Fatal(err)
+	}
 	c := &Cluster{t: t}
 	var routes []string
 	for i := range n {
@@ -110,29 +112,6 @@ func startCluster(t testing.TB, n int, users []*server.User) *Cluster {
 		t.Fatal(err)
 	}
 	return c
-}
-
-// freePorts reserves n distinct loopback ports. They are released before
-// the servers bind them, so another process could take one in between; the
-// window is short and the failure loud.
-func freePorts(t testing.TB, n int) []int {
-	t.Helper()
-	var ports []int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports
 }
 
 // options are built fresh for every start: NewServer keeps and changes the
@@ -242,67 +221,6 @@ func (c *Cluster) jetStreamReady() bool {
 		}
 	}
 	return leaders == 1
-}
-
-// WaitCurrent waits until the stream and the consumer have a leader and
-// every replica is current, so the next stop finds a full quorum again.
-func WaitCurrent(ctx context.Context, js jetstream.JetStream, stream, consumer string) error {
-	t := time.NewTicker(50 * time.Millisecond)
-	defer t.Stop()
-	for {
-		if sl, cl, err := Leaders(ctx, js, stream, consumer); err == nil && sl != "" && cl != "" &&
-			replicasCurrent(ctx, js, stream, consumer) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for every replica of %s/%s to be current: %w", stream, consumer, ctx.Err())
-		case <-t.C:
-		}
-	}
-}
-
-// Leaders names the servers that lead the stream and the consumer.
-func Leaders(ctx context.Context, js jetstream.JetStream, stream, consumer string) (string, string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	s, err := js.Stream(ctx, stream)
-	if err != nil {
-		return "", "", err
-	}
-	c, err := js.Consumer(ctx, stream, consumer)
-	if err != nil {
-		return "", "", err
-	}
-	si, ci := s.CachedInfo(), c.CachedInfo()
-	if si.Cluster == nil || ci.Cluster == nil {
-		return "", "", fmt.Errorf("%s/%s: no cluster info", stream, consumer)
-	}
-	return si.Cluster.Leader, ci.Cluster.Leader, nil
-}
-
-func replicasCurrent(ctx context.Context, js jetstream.JetStream, stream, consumer string) bool {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	s, err := js.Stream(ctx, stream)
-	if err != nil {
-		return false
-	}
-	c, err := js.Consumer(ctx, stream, consumer)
-	if err != nil {
-		return false
-	}
-	for _, cl := range []*jetstream.ClusterInfo{s.CachedInfo().Cluster, c.CachedInfo().Cluster} {
-		if cl == nil || len(cl.Replicas) == 0 {
-			return false
-		}
-		for _, p := range cl.Replicas {
-			if !p.Current || p.Offline {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // ConnectCluster connects to every node's URL with unlimited reconnects, as

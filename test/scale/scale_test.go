@@ -15,7 +15,7 @@ import (
 
 	"github.com/jetfn/jetfn/events"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
-	"github.com/jetfn/jetfn/test/crash"
+	"github.com/jetfn/jetfn/test/testkit"
 )
 
 // defaultSessions is the scale-out batch of the normal suite (raceSessions
@@ -60,7 +60,7 @@ functions:
 
 // fleet is the instances of one test, with their log files.
 type fleet struct {
-	children []*crash.Child
+	children []*testkit.Child
 	logs     []string
 }
 
@@ -77,7 +77,7 @@ func TestScaleOut(t *testing.T) {
 	n := sessionCount(t)
 	began := time.Now()
 	dir := t.TempDir()
-	bin, err := crash.Build(t.Context(), dir)
+	bin, err := testkit.Build(t.Context(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestScaleOut(t *testing.T) {
 	if err := os.WriteFile(manifest, []byte(scaleManifest), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f := startFleet(t, bin, dir, crash.ChildEnv{NATSURL: ns.ClientURL(), MongoURI: mongoSrv.URI, MongoDatabase: "scale", Manifest: manifest})
+	f := startFleet(t, bin, dir, testkit.ChildEnv{NATSURL: ns.ClientURL(), MongoURI: mongoSrv.URI, MongoDatabase: "scale", Manifest: manifest})
 
 	t.Run("split", func(t *testing.T) { f.split(t, js, db, n) })
 	t.Run("kill-one", func(t *testing.T) { f.killOne(t, js, db, n) })
@@ -119,13 +119,13 @@ func sessionCount(t *testing.T) int {
 // startFleet starts the instances and waits until each has bound its
 // function. Each child is SIGKILLed and reaped when the test ends, before
 // the servers stop (cleanups run last-registered first).
-func startFleet(t *testing.T, bin, dir string, env crash.ChildEnv) *fleet {
+func startFleet(t *testing.T, bin, dir string, env testkit.ChildEnv) *fleet {
 	f := &fleet{}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	for i := range instances {
 		logPath := filepath.Join(dir, fmt.Sprintf("jetfn-%d.log", i))
-		c, err := crash.StartChild(bin, env, logPath)
+		c, err := testkit.StartChild(bin, env, logPath)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -181,7 +181,7 @@ func (f *fleet) split(t *testing.T, js jetstream.JetStream, db *mongo.Database, 
 // them are announced. Its unacked messages come back after the ack wait and
 // the two others finish the batch.
 func (f *fleet) killOne(t *testing.T, js jetstream.JetStream, db *mongo.Database, n int) {
-	before, err := subjectCount(t.Context(), js, events.TranscriptProcessedSubject)
+	before, err := testkit.SubjectCount(t.Context(), js, transcriptionStream, events.TranscriptProcessedSubject)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,13 +191,13 @@ func (f *fleet) killOne(t *testing.T, js jetstream.JetStream, db *mongo.Database
 	ctx, cancel := context.WithTimeout(t.Context(), settleTimeout(n))
 	defer cancel()
 	err = poll(ctx, 20*time.Millisecond, "a third of the batch announced", func() bool {
-		c, err := subjectCount(ctx, js, events.TranscriptProcessedSubject)
+		c, err := testkit.SubjectCount(ctx, js, transcriptionStream, events.TranscriptProcessedSubject)
 		return err == nil && c >= before+uint64(n/3)
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	atKill, _ := subjectCount(ctx, js, events.TranscriptProcessedSubject)
+	atKill, _ := testkit.SubjectCount(ctx, js, transcriptionStream, events.TranscriptProcessedSubject)
 	f.children[0].Kill()
 	killed := time.Now()
 	if err := waitSettled(ctx, js, int(before)+n); err != nil {

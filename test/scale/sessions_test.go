@@ -3,17 +3,16 @@ package scale
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/jetfn/jetfn/events"
+	"github.com/jetfn/jetfn/test/testkit"
 )
 
 // Names the tests' manifests declare.
@@ -149,21 +148,6 @@ func publishEnded(ctx context.Context, js jetstream.JetStream, s session) (int, 
 	}
 }
 
-// subjectCount is how many messages on subject the stream holds.
-func subjectCount(ctx context.Context, js jetstream.JetStream, subject string) (uint64, error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	s, err := js.Stream(ctx, transcriptionStream)
-	if err != nil {
-		return 0, err
-	}
-	info, err := s.Info(ctx, jetstream.WithSubjectFilter(subject))
-	if err != nil {
-		return 0, err
-	}
-	return info.State.Subjects[subject], nil
-}
-
 // settled reports whether the function's consumer has nothing left: no
 // message pending and none delivered without an ack.
 func settled(ctx context.Context, js jetstream.JetStream) bool {
@@ -181,7 +165,7 @@ func settled(ctx context.Context, js jetstream.JetStream) bool {
 // the consumer has settled every message.
 func waitSettled(ctx context.Context, js jetstream.JetStream, want int) error {
 	return poll(ctx, 100*time.Millisecond, fmt.Sprintf("%d notifications and a settled consumer", want), func() bool {
-		n, err := subjectCount(ctx, js, events.TranscriptProcessedSubject)
+		n, err := testkit.SubjectCount(ctx, js, transcriptionStream, events.TranscriptProcessedSubject)
 		return err == nil && n >= uint64(want) && settled(ctx, js)
 	})
 }
@@ -189,62 +173,13 @@ func waitSettled(ctx context.Context, js jetstream.JetStream, want int) error {
 // notificationCounts reads every transcript.processed message in the
 // stream and counts them per summary key.
 func notificationCounts(ctx context.Context, js jetstream.JetStream) (map[string]int, error) {
-	total, err := subjectCount(ctx, js, events.TranscriptProcessedSubject)
-	if err != nil {
-		return nil, err
-	}
-	s, err := js.Stream(ctx, transcriptionStream)
-	if err != nil {
-		return nil, err
-	}
-	c, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{events.TranscriptProcessedSubject}})
+	notes, err := testkit.ScanNotifications(ctx, js, transcriptionStream, 1)
 	if err != nil {
 		return nil, err
 	}
 	counts := map[string]int{}
-	for read := uint64(0); read < total; {
-		batch, err := c.Fetch(int(min(500, total-read)), jetstream.FetchMaxWait(2*time.Second))
-		if err != nil {
-			return nil, err
-		}
-		got := 0
-		for m := range batch.Messages() {
-			got++
-			var evt events.TranscriptProcessed
-			if err := json.Unmarshal(m.Data(), &evt); err != nil {
-				return nil, err
-			}
-			counts[events.SummaryKey(evt.ConversationID, evt.SessionID)]++
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			return nil, err
-		}
-		if got == 0 {
-			return nil, fmt.Errorf("reading notifications: %d of %d read", read, total)
-		}
-		read += uint64(got)
-	}
-	return counts, nil
-}
-
-// summaryCounts counts summary documents per session. It groups on the
-// session's fields, not on _id, so a summary stored under another _id would
-// show as a duplicate too.
-func summaryCounts(ctx context.Context, db *mongo.Database) (map[string]int, error) {
-	cur, err := db.Collection(events.SummariesCollection).Find(ctx, bson.D{})
-	if err != nil {
-		return nil, err
-	}
-	var docs []struct {
-		Conv string `bson:"conversationId"`
-		Sess string `bson:"sessionId"`
-	}
-	if err := cur.All(ctx, &docs); err != nil {
-		return nil, err
-	}
-	counts := map[string]int{}
-	for _, d := range docs {
-		counts[events.SummaryKey(d.Conv, d.Sess)]++
+	for _, n := range notes {
+		counts[n.Key]++
 	}
 	return counts, nil
 }
@@ -272,7 +207,7 @@ func (t tally) String() string {
 
 // check counts, for every session, its summaries and notifications.
 func check(ctx context.Context, js jetstream.JetStream, db *mongo.Database, ss []session) (tally, error) {
-	sums, err := summaryCounts(ctx, db)
+	sums, err := testkit.SummaryCounts(ctx, db)
 	if err != nil {
 		return tally{}, fmt.Errorf("counting summaries: %w", err)
 	}

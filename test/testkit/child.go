@@ -1,4 +1,4 @@
-package crash
+package testkit
 
 import (
 	"bytes"
@@ -23,12 +23,14 @@ const stopTimeout = 15 * time.Second
 // Build compiles ./cmd/jetfn of the module that holds this package into
 // dir/jetfn, the binary every child runs. extra are more `go build` flags.
 func Build(ctx context.Context, dir string, extra ...string) (string, error) {
-	return buildPackage(ctx, "./cmd/jetfn", filepath.Join(dir, "jetfn"), extra...)
+	return BuildPackage(ctx, "./cmd/jetfn", filepath.Join(dir, "jetfn"), extra...)
 }
 
-// buildPackage compiles the module's package pkg into bin.
-func buildPackage(ctx context.Context, pkg, bin string, extra ...string) (string, error) {
-	root, err := moduleRoot(ctx)
+// BuildPackage compiles pkg (a path inside this module, or a package of a
+// module it requires, such as github.com/nats-io/nats-server/v2, at the
+// pinned version) into the binary bin.
+func BuildPackage(ctx context.Context, pkg, bin string, extra ...string) (string, error) {
+	root, err := ModuleRoot(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -41,7 +43,8 @@ func buildPackage(ctx context.Context, pkg, bin string, extra ...string) (string
 	return bin, nil
 }
 
-func moduleRoot(ctx context.Context) (string, error) {
+// ModuleRoot is the directory of the go.mod that holds this package.
+func ModuleRoot(ctx context.Context) (string, error) {
 	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
 	if err != nil {
 		return "", fmt.Errorf("finding the module root: %w", err)
@@ -58,10 +61,14 @@ type ChildEnv struct {
 	NATSURL, MongoURI, MongoDatabase, Manifest string
 	// Args follow `run`.
 	Args []string
+	// Extra are more KEY=value entries (METRICS_ADDR, say); a repeated key
+	// takes its last value.
+	Extra []string
 }
 
-func (e ChildEnv) list() []string {
-	return []string{
+// Environ is the environment list a child process gets.
+func (e ChildEnv) Environ() []string {
+	return append([]string{
 		"NATS_URL=" + e.NATSURL,
 		"MONGO_URI=" + e.MongoURI,
 		"MONGO_DATABASE=" + e.MongoDatabase,
@@ -71,12 +78,12 @@ func (e ChildEnv) list() []string {
 		"LOG_FORMAT=json",
 		"PATH=" + os.Getenv("PATH"),
 		"HOME=" + os.Getenv("HOME"),
-	}
+	}, e.Extra...)
 }
 
-// Child is one `jetfn run` process, or a remote function's. Its log goes
-// to a file; the process is reaped by the goroutine Start launches, which
-// Kill and Stop wait for.
+// Child is one child process (a `jetfn run`, a nats-server, a remote
+// function). Its output goes to a file; the process is reaped by the
+// goroutine StartProcess launches, which Kill and Stop wait for.
 type Child struct {
 	cmd     *exec.Cmd
 	log     *logWatch
@@ -85,27 +92,29 @@ type Child struct {
 	err     error // set before done closes
 }
 
-// StartChild runs `bin run` with env, appending its output to logPath.
+// StartChild runs `bin run` with env, appending its output to logPath;
+// Ready waits for the runtime's ready line.
 func StartChild(bin string, env ChildEnv, logPath string) (*Child, error) {
-	cmd := exec.Command(bin, append([]string{"run"}, env.Args...)...)
-	cmd.Env = env.list()
-	return startProcess(cmd, logPath, readyLine)
+	return StartProcess(bin, append([]string{"run"}, env.Args...), env.Environ(), logPath, readyLine)
 }
 
-// startProcess starts cmd with its output appended to logPath; Ready waits
-// for readyLine in that output.
-func startProcess(cmd *exec.Cmd, logPath, readyLine string) (*Child, error) {
+// StartProcess runs bin with args and env, appending its output to
+// logPath; Ready waits until a line of it contains ready (any first line
+// when ready is empty).
+func StartProcess(bin string, args, env []string, logPath, ready string) (*Child, error) {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	lw := &logWatch{w: f, readyLine: readyLine, ready: make(chan struct{})}
+	lw := &logWatch{w: f, readyLine: ready, ready: make(chan struct{})}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = lw, lw
 	c := &Child{cmd: cmd, log: lw, done: make(chan struct{})}
 	c.Started = time.Now()
 	if err := cmd.Start(); err != nil {
 		_ = f.Close()
-		return nil, fmt.Errorf("starting %s: %w", filepath.Base(cmd.Path), err)
+		return nil, fmt.Errorf("starting %s: %w", filepath.Base(bin), err)
 	}
 	go func() {
 		c.err = cmd.Wait() // also waits for the copy into lw
@@ -121,11 +130,20 @@ func (c *Child) Ready(ctx context.Context) error {
 	case <-c.log.ready:
 		return nil
 	case <-c.done:
-		return fmt.Errorf("%s exited before it was ready: %v (see %s)", filepath.Base(c.cmd.Path), c.err, c.log.name())
+		return fmt.Errorf("%s exited before it was ready: %v (see %s)", c.name(), c.err, c.log.name())
 	case <-ctx.Done():
-		return fmt.Errorf("waiting for jetfn to be ready: %w", ctx.Err())
+		return fmt.Errorf("waiting for %s to be ready: %w", c.name(), ctx.Err())
 	}
 }
+
+func (c *Child) name() string { return filepath.Base(c.cmd.Path) }
+
+// Signal sends sig to the process: SIGSTOP and SIGCONT pause and resume
+// it, as a hypervisor or a debugger would.
+func (c *Child) Signal(sig os.Signal) error { return c.cmd.Process.Signal(sig) }
+
+// Exited is closed once the process has exited and been reaped.
+func (c *Child) Exited() <-chan struct{} { return c.done }
 
 // Kill sends SIGKILL, the stop with no cleanup, and reaps the process.
 func (c *Child) Kill() {
@@ -142,7 +160,7 @@ func (c *Child) Stop() error {
 		return c.err
 	case <-time.After(stopTimeout):
 		c.Kill()
-		return fmt.Errorf("%s did not stop within %s after SIGTERM; killed", filepath.Base(c.cmd.Path), stopTimeout)
+		return fmt.Errorf("%s did not stop within %s after SIGTERM; killed", c.name(), stopTimeout)
 	}
 }
 

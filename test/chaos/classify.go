@@ -1,0 +1,172 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetfn/jetfn/events"
+	"github.com/jetfn/jetfn/test/testkit"
+)
+
+// steadyKind is the row of sessions that ended before the first fault.
+const steadyKind Kind = "before any fault"
+
+// outcome is what became of one session.
+type outcome struct {
+	pub           Publication
+	summaries     int
+	notifications int
+	deadLettered  bool
+}
+
+// classify reads every summary and notification and sorts each session
+// into the row of the fault it ended under (from one fault's start to the
+// next's), Jepsen-style: acknowledged sessions must have exactly one of
+// each; sessions never acknowledged are unknown, whatever became of them.
+func (h *Harness) classify(ctx context.Context, faults []Fault) (*Report, error) {
+	notes, err := testkit.ScanNotifications(ctx, h.js, transcriptionStream, 1)
+	if err != nil {
+		return nil, fmt.Errorf("reading notifications: %w", err)
+	}
+	sums, err := testkit.SummaryCounts(ctx, h.mc.Database(database))
+	if err != nil {
+		return nil, fmt.Errorf("reading summaries: %w", err)
+	}
+	perKey := map[string]int{}
+	for _, n := range notes {
+		perKey[n.Key]++
+	}
+	slices.SortFunc(notes, func(a, b testkit.Notification) int { return a.Stored.Compare(b.Stored) })
+	rep := &Report{Sync: h.opts.Sync, Faults: faults, FailedStarts: h.failedStarts()}
+	dead, err := h.deadLettered(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rep.DeadLetters = uint64(len(dead))
+	rows := map[Kind]*Row{}
+	for _, p := range h.pub.Publications() {
+		o := outcome{pub: p, summaries: sums[p.Key()], notifications: perKey[p.Key()], deadLettered: dead[p.Key()]}
+		row := rep.row(rows, kindAt(faults, p.First))
+		if err := h.count(ctx, rep, row, o); err != nil {
+			return nil, err
+		}
+	}
+	for i := range rep.Faults {
+		f := &rep.Faults[i]
+		until := h.pubStopped
+		if i+1 < len(rep.Faults) {
+			until = rep.Faults[i+1].At
+		}
+		measure(f, until, notes, h.pub)
+		rep.row(rows, f.Kind).addFault(*f)
+	}
+	return rep, nil
+}
+
+// kindAt is the kind of the last fault that began at or before t.
+func kindAt(faults []Fault, t time.Time) Kind {
+	k := steadyKind
+	for _, f := range faults {
+		if !f.At.After(t) {
+			k = f.Kind
+		}
+	}
+	return k
+}
+
+// count adds one session to its row. A lost session is looked up in the
+// stream: a session-ended the stream acknowledged and no longer holds is
+// NATS's loss, one it holds and jetfn never finished is jetfn's.
+func (h *Harness) count(ctx context.Context, rep *Report, row *Row, o outcome) error {
+	row.Sessions++
+	p := o.pub
+	if p.Acked.IsZero() {
+		row.Unknown++
+		if o.summaries > 0 {
+			row.UnknownHandled++
+		}
+		return nil
+	}
+	row.Acked++
+	row.Retried += min(p.Attempts-1, 1)
+	if o.summaries > 1 || o.notifications > 1 {
+		row.Duplicates++
+		rep.Problems = append(rep.Problems, fmt.Sprintf("%s: %s: %d summaries, %d notifications", row.Kind, p.Key(), o.summaries, o.notifications))
+	}
+	if (o.summaries == 0 || o.notifications == 0) && o.deadLettered {
+		row.DeadLettered++
+		rep.Problems = append(rep.Problems, fmt.Sprintf("%s: %s (ack seq %d): %d summaries, %d notifications; dead-lettered (replayable)",
+			row.Kind, p.Key(), p.Seq, o.summaries, o.notifications))
+		return nil
+	}
+	if o.summaries == 0 || o.notifications == 0 {
+		row.Lost++
+		where, err := h.lostWhere(ctx, p)
+		if err != nil {
+			return err
+		}
+		if strings.HasPrefix(where, lostByNATS) {
+			row.LostByNATS++
+		}
+		rep.Problems = append(rep.Problems, fmt.Sprintf("%s: %s (ack seq %d): %d summaries, %d notifications; %s",
+			row.Kind, p.Key(), p.Seq, o.summaries, o.notifications, where))
+	}
+	return nil
+}
+
+// What lostWhere finds.
+const (
+	lostByNATS  = "session-ended no longer in the stream at its acknowledged sequence"
+	lostByJetfn = "session-ended in the stream, jetfn never finished it"
+)
+
+func (h *Harness) lostWhere(ctx context.Context, p Publication) (string, error) {
+	s, err := h.js.Stream(ctx, transcriptionStream)
+	if err != nil {
+		return "", err
+	}
+	m, err := s.GetMsg(ctx, p.Seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return lostByNATS, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if m.Header.Get(jetstream.MsgIDHeader) != events.SessionEndedKey(p.Conversation, p.Session) {
+		return lostByNATS + fmt.Sprintf(" (seq %d holds %s %q)", p.Seq, m.Subject, m.Header.Get(jetstream.MsgIDHeader)), nil
+	}
+	return lostByJetfn, nil
+}
+
+// deadLettered reads every dead letter (runtime.deadletter keeps the
+// original payload) and returns the summary keys of the sessions in them.
+func (h *Harness) deadLettered(ctx context.Context) (map[string]bool, error) {
+	s, err := h.js.Stream(ctx, deadLetterStream)
+	if err != nil {
+		return nil, fmt.Errorf("reading dead letters: %w", err)
+	}
+	state := s.CachedInfo().State
+	out := map[string]bool{}
+	for seq := state.FirstSeq; state.Msgs > 0 && seq <= state.LastSeq; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading dead letter #%d: %w", seq, err)
+		}
+		var evt events.SessionEnded
+		if err := json.Unmarshal(m.Data, &evt); err != nil {
+			return nil, fmt.Errorf("decoding dead letter #%d: %w", seq, err)
+		}
+		out[events.SummaryKey(evt.ConversationID, evt.SessionID)] = true
+	}
+	return out, nil
+}

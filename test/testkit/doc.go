@@ -1,0 +1,7 @@
+// Package testkit holds what the process-level harnesses (test/crash,
+// test/scale, test/chaos) share: building the jetfn binary (or the pinned
+// nats-server) and running it as a child process, reserving loopback
+// ports, asking JetStream which servers lead a stream and a consumer, and
+// counting the outcomes of summarize-session (summaries in Mongo,
+// transcript.processed messages in the stream).
+package testkit

@@ -1,0 +1,113 @@
+package testkit
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/jetfn/jetfn/events"
+)
+
+// SummaryCounts counts the summary documents of every session in db, by key.
+func SummaryCounts(ctx context.Context, db *mongo.Database) (map[string]int, error) {
+	cur, err := db.Collection(events.SummariesCollection).Find(ctx, bson.D{})
+	if err != nil {
+		return nil, err
+	}
+	var docs []struct {
+		ConversationID string `bson:"conversationId"`
+		SessionID      string `bson:"sessionId"`
+	}
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, err
+	}
+	counts := map[string]int{}
+	for _, d := range docs {
+		counts[events.SummaryKey(d.ConversationID, d.SessionID)]++
+	}
+	return counts, nil
+}
+
+// Notification is one transcript.processed message stored in the stream.
+type Notification struct {
+	Key    string // events.SummaryKey of the session it announces
+	Seq    uint64
+	Stored time.Time
+}
+
+// ScanNotifications reads every transcript.processed message stored in
+// stream from sequence from on, with a short-lived ephemeral consumer.
+func ScanNotifications(ctx context.Context, js jetstream.JetStream, stream string, from uint64) ([]Notification, error) {
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return nil, err
+	}
+	c, err := s.CreateConsumer(ctx, jetstream.ConsumerConfig{
+		AckPolicy:         jetstream.AckNonePolicy,
+		FilterSubject:     events.TranscriptProcessedSubject,
+		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:       max(from, 1),
+		InactiveThreshold: 10 * time.Second,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = s.DeleteConsumer(context.WithoutCancel(ctx), c.CachedInfo().Name) }()
+	pending := int(c.CachedInfo().NumPending)
+	var out []Notification
+	for len(out) < pending {
+		batch, err := c.Fetch(pending-len(out), jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			return nil, err
+		}
+		got := 0
+		for m := range batch.Messages() {
+			got++
+			n, err := toNotification(m)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, n)
+		}
+		if err := batch.Error(); err != nil {
+			return nil, err
+		}
+		if got == 0 {
+			return nil, fmt.Errorf("scanning notifications: %d of %d read", len(out), pending)
+		}
+	}
+	return out, nil
+}
+
+func toNotification(m jetstream.Msg) (Notification, error) {
+	meta, err := m.Metadata()
+	if err != nil {
+		return Notification{}, err
+	}
+	var evt events.TranscriptProcessed
+	if err := json.Unmarshal(m.Data(), &evt); err != nil {
+		return Notification{}, fmt.Errorf("decoding transcript.processed #%d: %w", meta.Sequence.Stream, err)
+	}
+	return Notification{Key: events.SummaryKey(evt.ConversationID, evt.SessionID),
+		Seq: meta.Sequence.Stream, Stored: meta.Timestamp}, nil
+}
+
+// SubjectCount is how many messages on subject the stream holds.
+func SubjectCount(ctx context.Context, js jetstream.JetStream, stream, subject string) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return 0, err
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		return 0, err
+	}
+	return info.State.Subjects[subject], nil
+}
