@@ -27,6 +27,11 @@ import (
 //
 // JetStream delivers at least once, so Handle must be idempotent: it may run
 // again for a message whose effects already happened.
+//
+// ctx ends at the manifest's timeout, when a drain gives up on the handler,
+// and when Handle returns, as an HTTP request's context does: the message
+// is settled then, so work left running after it is not covered by the
+// ack, and must not keep using ctx.
 type Handler interface {
 	Handle(ctx context.Context, msg Msg) error
 }

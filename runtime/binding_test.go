@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,6 +40,38 @@ func TestAckAfterHandlerReturns(t *testing.T) {
 	info := env.consumerInfo("TEST", "fn")
 	if info.AckFloor.Stream != 1 || info.NumRedelivered != 0 {
 		t.Fatalf("ack floor %d, redelivered %d; want 1, 0", info.AckFloor.Stream, info.NumRedelivered)
+	}
+}
+
+// TestHandlerContextEndsWhenItReturns: a handler's context ends when the
+// handler returns, as an HTTP request's does, so a goroutine it left
+// behind stops, and the next message starts with a live one (the worker
+// reuses the context).
+func TestHandlerContextEndsWhenItReturns(t *testing.T) {
+	env := newEnv(t)
+	var mu sync.Mutex
+	var kept []context.Context
+	var errsAtStart []error
+	env.start(testManifest(t, "    ackWait: 2s\n    concurrency: 1\n"), jetfn.HandlerFunc(func(ctx context.Context, _ jetfn.Msg) error {
+		mu.Lock()
+		defer mu.Unlock()
+		kept, errsAtStart = append(kept, ctx), append(errsAtStart, ctx.Err())
+		return nil
+	}))
+	env.publish("test.in", `{"id":"a"}`)
+	env.publish("test.in", `{"id":"b"}`)
+	runtimetest.Eventually(t, 10*time.Second, "acks", func() bool { return env.settled("TEST", "fn", 2) })
+	mu.Lock()
+	defer mu.Unlock()
+	for i, ctx := range kept {
+		if errsAtStart[i] != nil {
+			t.Errorf("message %d started with a context already done: %v", i+1, errsAtStart[i])
+		}
+		select {
+		case <-ctx.Done():
+		default:
+			t.Errorf("message %d: context still open after its handler returned", i+1)
+		}
 	}
 }
 

@@ -91,7 +91,7 @@ func TestUnsettledKeep(t *testing.T) {
 	} {
 		d := tr.add(c.msg)
 		d.state.Store(int32(c.state))
-		d.lastBeat, d.deadline = c.last, c.deadline
+		d.lastBeat, d.worker = c.last, &worker{deadline: c.deadline}
 	}
 	reserved := 0
 	got := tr.keep(time.Minute, true, func() { reserved++ }, count.beat)
@@ -117,7 +117,7 @@ func TestUnsettledStartKeepsBeatClock(t *testing.T) {
 	m, count := &nats.Msg{}, beats{}
 	d := tr.add(m)
 	d.lastBeat = time.Now().Add(-time.Minute)
-	if !tr.start(d, jetfn.Msg{}, time.Time{}, nil) {
+	if !tr.start(d, jetfn.Msg{}, time.Time{}, &worker{}) {
 		t.Fatal("start refused a buffered delivery")
 	}
 	if got := tr.keep(time.Minute, false, nil, count.beat); got.running != 1 || count[m] != 1 {
@@ -135,8 +135,9 @@ func TestLateKeeperCancelsBeforeItAbandons(t *testing.T) {
 	var tr unsettledSet
 	d := tr.add(&nats.Msg{})
 	late := time.Now().Add(-time.Minute)
-	d.run.reset(context.Background(), late, 1)
-	if !tr.start(d, jetfn.Msg{}, late, nil) {
+	w := &worker{}
+	w.run.reset(context.Background(), late, 1)
+	if !tr.start(d, jetfn.Msg{}, late, w) {
 		t.Fatal("start refused a buffered delivery")
 	}
 	reserved := 0
@@ -145,7 +146,7 @@ func TestLateKeeperCancelsBeforeItAbandons(t *testing.T) {
 		t.Fatalf("first pass abandoned %d; want the handler cancelled and left until the next pass", len(first.overdue))
 	}
 	select {
-	case <-d.run.Done():
+	case <-w.run.Done():
 	default:
 		t.Fatal("first pass did not cancel the late handler's context")
 	}

@@ -48,18 +48,17 @@ const (
 // delivery is one message between its pull and its settlement. Its state
 // moves by compare-and-swap only, so a message is settled once: by its
 // handler, by the keeper that abandons it, or by the drain, never twice.
+//
+// It is all a pulled message costs the runtime (one 64-byte allocation);
+// what a running message needs beyond it lives in its worker.
 type delivery struct {
 	msg   *nats.Msg
 	state atomic.Int32
 	// Guarded by unsettledSet.mu. lastBeat is when the server's ack-wait timer
-	// was last reset: the pull, then every InProgress. The rest is set
-	// when a worker starts it.
+	// was last reset: the pull, then every InProgress. worker is set when a
+	// worker starts it.
 	lastBeat time.Time
-	deadline time.Time
-	meta     jetfn.Msg
-	worker   *workerShare
-	// run is the handler's context while it runs.
-	run runContext
+	worker   *worker
 	// prev and next link the unsettledSet.
 	prev, next *delivery
 }
@@ -304,17 +303,17 @@ func (t *unsettledSet) count(state deliveryState) int {
 // after deadline (never, if zero); false if the drain took it. It leaves
 // lastBeat alone: the server's timer has run since the last InProgress,
 // whatever the worker does, so the keeper must beat it on that clock.
-func (t *unsettledSet) start(d *delivery, meta jetfn.Msg, deadline time.Time, s *workerShare) bool {
+func (t *unsettledSet) start(d *delivery, meta jetfn.Msg, deadline time.Time, w *worker) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	d.meta, d.deadline, d.worker = meta, deadline, s
+	w.meta, w.deadline, d.worker = meta, deadline, w
 	return d.move(stateBuffered, stateRunning)
 }
 
-// process handles one delivery on worker s, then settles it, and returns
+// process handles one delivery on worker w, then settles it, and returns
 // the state it left the delivery in. The keeper heartbeats it while the
 // handler runs, and abandons it if the handler outlives the timeout.
-func (b *binding) process(ctx context.Context, d *delivery, s *workerShare) deliveryState {
+func (b *binding) process(ctx context.Context, d *delivery, w *worker) deliveryState {
 	m := d.msg
 	msg, err := toMsg(m)
 	if err != nil {
@@ -328,8 +327,8 @@ func (b *binding) process(ctx context.Context, d *delivery, s *workerShare) deli
 		timeout = time.Now().Add(b.spec.Timeout)
 		deadline = timeout.Add(b.keepTick())
 	}
-	d.run.reset(ctx, timeout, msg.NumDelivered)
-	if !b.unsettled.start(d, msg, deadline, s) {
+	w.run.reset(ctx, timeout, msg.NumDelivered)
+	if !b.unsettled.start(d, msg, deadline, w) {
 		return stateReturned // the drain took it
 	}
 	if msg.NumDelivered > uint64(b.spec.MaxDeliver) {
@@ -348,7 +347,7 @@ func (b *binding) process(ctx context.Context, d *delivery, s *workerShare) deli
 	start := time.Now()
 	herr := refuseUnsafe(msg, b.spec.MaxPayload)
 	if herr == nil {
-		herr = b.call(d, msg)
+		herr = b.call(w, msg)
 	}
 	took := time.Since(start)
 	b.stats.observe(took)
@@ -394,13 +393,13 @@ func hasControl(s string) bool {
 	return strings.IndexFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0
 }
 
-// call runs the handler in the delivery's runContext, which the keeper
+// call runs the handler in the worker's runContext, which the keeper
 // cancels at the manifest's timeout (and abandons a handler that ignores
-// that), and turns a panic into an error, so one bad message cannot take
-// the process down.
-func (b *binding) call(d *delivery, msg jetfn.Msg) (err error) {
-	defer d.run.release()
-	span := b.trace.startRun(&d.run, msg)
+// that) and which ends when the handler returns, and turns a panic into an
+// error, so one bad message cannot take the process down.
+func (b *binding) call(w *worker, msg jetfn.Msg) (err error) {
+	defer w.run.end()
+	span := b.trace.startRun(&w.run, msg)
 	defer func() { b.trace.endRun(span, msg, err) }() // after the recover below
 	defer func() {
 		if r := recover(); r != nil {
@@ -408,7 +407,7 @@ func (b *binding) call(d *delivery, msg jetfn.Msg) (err error) {
 			err = fmt.Errorf("handler panicked: %v", r)
 		}
 	}()
-	return b.handler.Handle(&d.run, msg)
+	return b.handler.Handle(&w.run, msg)
 }
 
 // toMsg is the handler's view of a delivery, read from its reply subject.
@@ -640,8 +639,8 @@ func (t *unsettledSet) keep(every time.Duration, beatBuffered bool, reserve func
 		// A handler cancelled in this pass gets until the next one to
 		// return: a keeper that ran late must not cancel and abandon it
 		// at once.
-		justCancelled := state == stateRunning && d.run.cancelIfLate(now)
-		if state == stateRunning && !justCancelled && !d.deadline.IsZero() && now.After(d.deadline) &&
+		justCancelled := state == stateRunning && d.worker.run.cancelIfLate(now)
+		if state == stateRunning && !justCancelled && d.worker.pastDeadline(now) &&
 			d.move(stateRunning, stateAbandoned) {
 			reserve()
 			res.overdue = append(res.overdue, d)

@@ -7,17 +7,19 @@ import (
 	"time"
 )
 
-// runContext is the context a handler runs with. It lives inside the
-// message's delivery, so a handler run allocates no context, timer or
-// parent registration (context.WithTimeout costs about five allocations
+// runContext is the context a handler runs with. It lives in the worker
+// and is reset for every run, so a handler run allocates no context, timer
+// or parent registration (context.WithTimeout costs about five allocations
 // per message): its Done channel is made, and the parent watched, only
 // when the handler asks for them.
 //
 // It is done when the function's timeout has passed (the keeper cancels it
 // on its tick, a quarter of the heartbeat or timeout at most; Err reports
 // the deadline at once), when its parent (the binding's handler context,
-// cancelled by a drain that timed out) is done, or when the runtime
-// cancels it. It carries the delivery count for the Publisher.
+// cancelled by a drain that timed out) is done, or when the handler
+// returns, as an HTTP request's context is: a goroutine the handler left
+// behind sees it end instead of waiting on a context the worker reuses
+// for its next message. It carries the delivery count for the Publisher.
 type runContext struct {
 	parent       context.Context
 	deadline     time.Time
@@ -151,8 +153,11 @@ func (c *runContext) cancelIfLate(now time.Time) bool {
 	return !c.deadline.IsZero() && !now.Before(c.deadline) && c.cancel(context.DeadlineExceeded)
 }
 
-// release stops watching the parent once the handler returned.
-func (c *runContext) release() {
+// end ends the run once its handler returned: it cancels the context (a
+// no-op if nobody asked for Done or derived from it) and stops watching
+// the parent.
+func (c *runContext) end() {
+	c.cancel(context.Canceled)
 	c.mu.Lock()
 	stop := c.stopWatching
 	c.stopWatching = nil

@@ -50,7 +50,25 @@ func TestRunContext(t *testing.T) {
 		if !errors.Is(c.Err(), context.Canceled) || !errors.Is(child.Err(), context.Canceled) {
 			t.Fatalf("Err = %v, child %v; want both cancelled", c.Err(), child.Err())
 		}
-		c.release()
+		c.end()
+	})
+	t.Run("ends when the handler returns, and starts afresh", func(t *testing.T) {
+		var c runContext
+		c.reset(context.Background(), time.Time{}, 1)
+		leftBehind := c.Done()
+		c.end()
+		select {
+		case <-leftBehind:
+		default:
+			t.Fatal("Done still open after the handler returned")
+		}
+		if !errors.Is(c.Err(), context.Canceled) {
+			t.Fatalf("Err after the handler returned = %v, want Canceled", c.Err())
+		}
+		c.reset(context.Background(), time.Time{}, 2)
+		if c.Err() != nil || numDelivered(&c) != 2 {
+			t.Fatalf("next run: Err %v, delivery count %d; want a fresh context", c.Err(), numDelivered(&c))
+		}
 	})
 	t.Run("no timeout, no deadline", func(t *testing.T) {
 		var c runContext
