@@ -21,6 +21,9 @@ type Machine struct {
 	// Revision is the commit the binary was built from, "+dirty" when the
 	// tree had changes.
 	Revision string
+	// StoreRoot is where each repetition's nats-server keeps its file
+	// streams (see storeRoot).
+	StoreRoot string
 }
 
 func describeMachine() Machine {
@@ -31,7 +34,28 @@ func describeMachine() Machine {
 		GoVersion: goruntime.Version(),
 		Platform:  goruntime.GOOS + "/" + goruntime.GOARCH,
 		Revision:  revision(),
+		StoreRoot: storeRoot(),
 	}
+}
+
+// ramDisk is Linux's tmpfs for shared memory, on every distribution.
+const ramDisk = "/dev/shm"
+
+// storeRoot is where the repetitions' servers keep their file streams: on
+// tmpfs where there is one, else the temp dir. On this machine's disk the
+// same no-op case ran at 32,000 msgs/s against 39,000 on tmpfs, and the
+// page cache writing back one repetition's store in the middle of the next
+// is noise that belongs to neither variant. Without the disk the server
+// costs less per message, so the consumer's share of the two cores, which
+// is what differs between the variants, weighs more: the comparison gets
+// stricter, not easier.
+func storeRoot() string {
+	dir, err := os.MkdirTemp(ramDisk, "jetfn-bench-probe-")
+	if err != nil {
+		return os.TempDir()
+	}
+	os.Remove(dir)
+	return ramDisk
 }
 
 // revision is the commit the binary was built from. go run often builds
@@ -80,6 +104,6 @@ func procField(path, key string) string {
 }
 
 func (m Machine) String() string {
-	return fmt.Sprintf("%d CPUs (%s), %s memory, %s %s, jetfn %s",
-		m.CPUs, m.CPUModel, m.MemTotal, m.GoVersion, m.Platform, m.Revision)
+	return fmt.Sprintf("%d CPUs (%s), %s memory, %s %s, jetfn %s, streams stored in %s",
+		m.CPUs, m.CPUModel, m.MemTotal, m.GoVersion, m.Platform, m.Revision, m.StoreRoot)
 }

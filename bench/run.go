@@ -73,7 +73,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	started := time.Now()
-	r := &runner{cfg: cfg}
+	r := &runner{cfg: cfg, machine: describeMachine()}
 	if len(cfg.Sessions) > 0 {
 		stop, err := r.startMongo(ctx)
 		if err != nil {
@@ -89,7 +89,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		defer sink.stop()
 		r.traceSink = sink
 	}
-	report := &Report{Machine: describeMachine(), Repetitions: cfg.Repetitions, Config: cfg}
+	report := &Report{Machine: r.machine, Repetitions: cfg.Repetitions, Config: cfg}
 	for _, c := range r.cases() {
 		row, err := r.runCase(ctx, c)
 		if err != nil {
@@ -106,6 +106,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 type runner struct {
 	cfg       Config
+	machine   Machine
 	mongoURI  string
 	db        *mongo.Database
 	traceSink *traceSink // with Config.Trace
@@ -217,7 +218,7 @@ func (r *runner) runRep(ctx context.Context, c caseKey, variant string, rep int)
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	dir, err := os.MkdirTemp("", "jetfn-bench-nats-")
+	dir, err := os.MkdirTemp(r.machine.StoreRoot, "jetfn-bench-nats-")
 	if err != nil {
 		return sample{}, err
 	}

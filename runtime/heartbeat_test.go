@@ -154,3 +154,27 @@ func TestLateKeeperCancelsBeforeItAbandons(t *testing.T) {
 		t.Fatalf("second pass abandoned %d; want the handler that ignored its cancellation abandoned", len(second.overdue))
 	}
 }
+
+// TestUnsettledFinishForgets: settling a running delivery forgets it in the
+// same step, so the worker does not take the set's lock again to remove it;
+// one the drain returned stays until the worker forgets it.
+func TestUnsettledFinishForgets(t *testing.T) {
+	var tr unsettledSet
+	settled, returned := tr.add(&nats.Msg{}), tr.add(&nats.Msg{})
+	for _, d := range []*delivery{settled, returned} {
+		if !tr.start(d, jetfn.Msg{}, time.Time{}, &worker{}) {
+			t.Fatal("start refused a buffered delivery")
+		}
+	}
+	returned.state.Store(int32(stateReturned))
+	if !tr.finish(settled) || tr.finish(returned) {
+		t.Fatal("finish must settle the running delivery and refuse the returned one")
+	}
+	if n, m := tr.count(stateSettled), tr.count(stateReturned); n != 0 || m != 1 {
+		t.Fatalf("after finish the set holds %d settled and %d returned; want 0 and 1", n, m)
+	}
+	tr.remove(returned)
+	if m := tr.count(stateReturned); m != 0 {
+		t.Fatalf("after remove the set holds %d returned; want 0", m)
+	}
+}

@@ -9,7 +9,8 @@ package runtime
 //
 // While it is buffered or running the keeper sends InProgress for it every
 // heartbeat, so JetStream never redelivers a message this process holds.
-// Whichever way it ends, it is forgotten and its credit freed (workers.done).
+// Whichever way it ends, it is forgotten (settling forgets it in the same
+// step) and its credit freed.
 // A delivery's state moves by compare-and-swap only, so it is settled once.
 
 import (
@@ -273,6 +274,12 @@ func (t *unsettledSet) add(m *nats.Msg) *delivery {
 
 func (t *unsettledSet) remove(d *delivery) {
 	t.mu.Lock()
+	t.unlink(d)
+	t.mu.Unlock()
+}
+
+// unlink takes d out of the list; a no-op if it is not in it. t.mu is held.
+func (t *unsettledSet) unlink(d *delivery) {
 	if d.prev != nil {
 		d.prev.next = d.next
 	} else if t.head == d {
@@ -282,7 +289,6 @@ func (t *unsettledSet) remove(d *delivery) {
 		d.next.prev = d.prev
 	}
 	d.prev, d.next = nil, nil
-	t.mu.Unlock()
 }
 
 func (t *unsettledSet) count(state deliveryState) int {
@@ -311,14 +317,15 @@ func (t *unsettledSet) start(d *delivery, meta jetfn.Msg, deadline time.Time, w 
 }
 
 // process handles one delivery on worker w, then settles it, and returns
-// the state it left the delivery in. The keeper heartbeats it while the
-// handler runs, and abandons it if the handler outlives the timeout.
+// the state it left the delivery in; a settled one is already forgotten.
+// The keeper heartbeats it while the handler runs, and abandons it if the
+// handler outlives the timeout.
 func (b *binding) process(ctx context.Context, d *delivery, w *worker) deliveryState {
 	m := d.msg
 	msg, err := toMsg(m)
 	if err != nil {
 		b.log.Error("reading message metadata", "err", err)
-		return stateSettled
+		return stateBuffered // never started: the caller forgets it
 	}
 	// The context ends at the timeout; the handler is abandoned a tick
 	// later, so one that returns when its context is cancelled never is.
@@ -442,13 +449,19 @@ func errExhausted(maxDeliver int) error {
 
 // ---- Settled: the handler's result picks what JetStream is told.
 
-// finish moves a running delivery to settled; false if the drain returned
-// it or the keeper abandoned it. It takes the lock that keep holds while it
-// sends, so no InProgress can follow the message's ack or nak.
+// finish moves a running delivery to settled and forgets it, in one take
+// of the lock (neither the keeper nor the drain has anything left to do
+// with it); false if the drain returned it or the keeper abandoned it. It
+// takes the lock that keep holds while it sends, so no InProgress can
+// follow the message's ack or nak.
 func (t *unsettledSet) finish(d *delivery) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return d.move(stateRunning, stateSettled)
+	if !d.move(stateRunning, stateSettled) {
+		return false
+	}
+	t.unlink(d)
+	return true
 }
 
 // outcomeKind is what the runtime tells JetStream about one delivery.

@@ -91,14 +91,18 @@ func (w *workers) loop(wk *worker) {
 			w.done(d)
 			continue
 		}
-		if w.b.process(w.handlerCtx, d, wk) == stateAbandoned {
+		switch w.b.process(w.handlerCtx, d, wk) {
+		case stateAbandoned:
 			return // a replacement worker settled d and holds this worker's place
+		case stateSettled:
+			w.credits.release(1) // settling forgot it
+		default:
+			w.done(d)
 		}
-		w.done(d)
 	}
 }
 
-// done forgets a settled delivery and frees its credit for the puller.
+// done forgets a delivery and frees its credit for the puller.
 func (w *workers) done(d *delivery) {
 	w.b.unsettled.remove(d)
 	w.credits.release(1)
