@@ -103,30 +103,33 @@ func checkOutputs(t *testing.T, report *Report, profiles string) {
 // misses.
 func TestGoals(t *testing.T) {
 	cfg := DefaultConfig()
-	stats := func(rate, cpu, allocs float64) Stats {
-		return Stats{Rate: rate, CPUMicros: cpu, AllocsPerMsg: allocs, P99Millis: 1, Latencies: 14250}
+	rep := func(rate, cpuMicros, allocs, p99Millis float64) sample {
+		return sample{rate: rate, cpuPerMsg: time.Duration(cpuMicros * 1e3), allocsPerMsg: allocs,
+			p99: time.Duration(p99Millis * 1e6), latencies: 14250}
 	}
-	base := stats(1000, 10, 5)
+	row := func(workload string, concurrency int, base, jetfn sample) Row {
+		return newRow(caseKey{workload: workload, concurrency: concurrency, size: 128}, [2][]sample{{base}, {jetfn}}, cfg)
+	}
+	base := rep(1000, 10, 5, 1)
 	tests := []struct {
 		name   string
 		row    Row
 		want   []string // GoalRow.Missed
 		target string
 	}{
-		{name: "noop at parity", row: Row{Workload: WorkloadNoop, Concurrency: 1, Size: 128, Base: base, Jetfn: base}, target: "≥ 0.95×"},
-		{name: "noop slow and costly", row: Row{Workload: WorkloadNoop, Concurrency: 1, Size: 128, Base: base, Jetfn: stats(940, 13.1, 7.6)},
+		{name: "noop at parity", row: row(WorkloadNoop, 1, base, base), target: "≥ 0.95×"},
+		{name: "noop slow and costly", row: row(WorkloadNoop, 1, base, rep(940, 13.1, 7.6, 1)),
 			want: []string{"msgs/s", "allocs", "CPU"}, target: "≥ 0.95×"},
-		{name: "drain c=1 judged on throughput", row: Row{Workload: WorkloadDrain, Concurrency: 1, Size: 128, Base: base, Jetfn: stats(900, 10, 5)},
+		{name: "drain c=1 judged on throughput", row: row(WorkloadDrain, 1, base, rep(900, 10, 5, 1)),
 			want: []string{"msgs/s"}, target: "≥ 0.95×"},
-		{name: "drain c=16 shown, judged on cost", row: Row{Workload: WorkloadDrain, Concurrency: 16, Size: 128, Base: base, Jetfn: stats(500, 10, 8)},
+		{name: "drain c=16 shown, judged on cost", row: row(WorkloadDrain, 16, base, rep(500, 10, 8, 1)),
 			want: []string{"allocs"}, target: "shown"},
-		{name: "slow not judged on cost", row: Row{Workload: WorkloadSlow, Concurrency: 1, Base: base, Jetfn: stats(1000, 50, 50)}, target: "jetfn 0"},
-		{name: "rate p99", row: Row{Workload: WorkloadRate, Concurrency: 16, Size: 128, Base: base, Jetfn: Stats{Rate: 1000, CPUMicros: 10, AllocsPerMsg: 5, P99Millis: 1.3, Latencies: 14250}},
+		{name: "slow not judged on cost", row: row(WorkloadSlow, 1, base, rep(1000, 50, 50, 1)), target: "jetfn 0"},
+		{name: "rate p99", row: row(WorkloadRate, 16, base, rep(1000, 10, 5, 1.3)),
 			want: []string{"p99"}, target: "≤ +0.20 ms"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tt.row.cfg = cfg
 			report := &Report{Rows: []Row{tt.row}, Config: cfg}
 			g := report.GoalRows()
 			if len(g) != 1 {
@@ -194,5 +197,27 @@ func TestAckedSequence(t *testing.T) {
 				t.Errorf("ackedSequence = %d, %d, %v; want %d, %d, %v", got, delivered, ok, tt.want, tt.wantDelivered, tt.wantOK)
 			}
 		})
+	}
+}
+
+// TestPairedStatsCancelDrift: the machine doubled its speed between two
+// pairs and jetfn was 10 % faster in one and 10 % slower in the other.
+// The pairs' ratios say "even"; the quotient of the medians (145 / 150)
+// would say jetfn is 3 % slower. Pure logic.
+func TestPairedStatsCancelDrift(t *testing.T) {
+	base := []sample{{rate: 100, p99: 2 * time.Millisecond}, {rate: 200, p99: time.Millisecond}}
+	jetfn := []sample{{rate: 110, p99: 3 * time.Millisecond}, {rate: 180, p99: 2 * time.Millisecond}}
+	p := pairedStats(base, jetfn)
+	if p.Rate < 0.999 || p.Rate > 1.001 {
+		t.Errorf("paired rate ratio = %.3f, want 1.000 (median of 1.1 and 0.9)", p.Rate)
+	}
+	if p.AddedP99Millis < 0.999 || p.AddedP99Millis > 1.001 {
+		t.Errorf("paired added p99 = %.3f ms, want 1.000", p.AddedP99Millis)
+	}
+	if got := pairOrder(0)[0]; got != 0 {
+		t.Errorf("pair 1 starts with variant %d, want the baseline", got)
+	}
+	if got := pairOrder(1)[0]; got != 1 {
+		t.Errorf("pair 2 starts with variant %d, want jetfn", got)
 	}
 }

@@ -21,7 +21,8 @@ type Report struct {
 	TraceExports int64
 }
 
-// Row is one case: the baseline's and jetfn's medians side by side.
+// Row is one case: the baseline's and jetfn's medians side by side, and
+// the medians of the pairs' ratios, which the × columns and the goals use.
 type Row struct {
 	Workload    string
 	Concurrency int
@@ -29,6 +30,7 @@ type Row struct {
 	Prefetch    int    // jetfn's explicit prefetch in the budget rows
 	Baseline    string // "raw", "raw-budget" or "bare"
 	Base, Jetfn Stats
+	Paired      Paired
 	// Reps is how many repetitions each side ran.
 	Reps int
 	cfg  Config
@@ -37,7 +39,7 @@ type Row struct {
 func newRow(c caseKey, samples [2][]sample, cfg Config) Row {
 	return Row{Workload: c.workload, Concurrency: c.concurrency, Size: c.size, Prefetch: c.prefetch,
 		Baseline: c.variants()[0], Base: medianStats(samples[0]), Jetfn: medianStats(samples[1]),
-		Reps: len(samples[0]), cfg: cfg}
+		Paired: pairedStats(samples[0], samples[1]), Reps: len(samples[0]), cfg: cfg}
 }
 
 // Case names the row: "noop 128B c=16", "budget 128B c=16 P=16",
@@ -61,16 +63,17 @@ func (r Row) Case() string {
 	return fmt.Sprintf("noop %s c=%d", sizeLabel(r.Size), r.Concurrency)
 }
 
-// RateRatio is jetfn's throughput over the baseline's.
-func (r Row) RateRatio() float64 { return r.Jetfn.Rate / r.Base.Rate }
+// RateRatio is jetfn's throughput over the baseline's (median of pairs).
+func (r Row) RateRatio() float64 { return r.Paired.Rate }
 
-// AddedP99Millis is how much jetfn adds to the p99 latency.
-func (r Row) AddedP99Millis() float64 { return r.Jetfn.P99Millis - r.Base.P99Millis }
+// AddedP99Millis is how much jetfn adds to the p99 latency (median of
+// pairs).
+func (r Row) AddedP99Millis() float64 { return r.Paired.AddedP99Millis }
 
 // AllocRatio and CPURatio are jetfn's per-message cost over the
-// baseline's.
-func (r Row) AllocRatio() float64 { return r.Jetfn.AllocsPerMsg / r.Base.AllocsPerMsg }
-func (r Row) CPURatio() float64   { return r.Jetfn.CPUMicros / r.Base.CPUMicros }
+// baseline's (medians of pairs).
+func (r Row) AllocRatio() float64 { return r.Paired.Allocs }
+func (r Row) CPURatio() float64   { return r.Paired.CPU }
 
 // hasLatency is false for the drain rows: their messages wait in the
 // stream from before the consumer starts, so publish to ack is no latency.
@@ -82,18 +85,18 @@ func (r Row) latencyCells() []string {
 		return []string{"-", "-", "-", "-", "-", "-", "-"}
 	}
 	return []string{
-		f2(b.P50Millis), f2(j.P50Millis), ratio(j.P50Millis, b.P50Millis),
-		f2(b.P99Millis), f2(j.P99Millis), ratio(j.P99Millis, b.P99Millis), fmt.Sprintf("%+.2f", r.AddedP99Millis()),
+		f2(b.P50Millis), f2(j.P50Millis), f2(r.Paired.P50),
+		f2(b.P99Millis), f2(j.P99Millis), f2(r.Paired.P99), fmt.Sprintf("%+.2f", r.AddedP99Millis()),
 	}
 }
 
 func (r Row) cells() []string {
 	b, j := r.Base, r.Jetfn
-	cells := []string{r.Case(), r.Baseline, f0(b.Rate), f0(j.Rate), ratio(j.Rate, b.Rate)}
+	cells := []string{r.Case(), r.Baseline, f0(b.Rate), f0(j.Rate), f2(r.RateRatio())}
 	cells = append(cells, r.latencyCells()...)
 	return append(cells,
-		f1(b.CPUMicros), f1(j.CPUMicros), ratio(j.CPUMicros, b.CPUMicros),
-		f1(b.AllocsPerMsg), f1(j.AllocsPerMsg), ratio(j.AllocsPerMsg, b.AllocsPerMsg),
+		f1(b.CPUMicros), f1(j.CPUMicros), f2(r.CPURatio()),
+		f1(b.AllocsPerMsg), f1(j.AllocsPerMsg), f2(r.AllocRatio()),
 		f0(b.BytesPerMsg), f0(j.BytesPerMsg),
 		f1(b.PeakRSSMB), f1(j.PeakRSSMB),
 		f0(b.Redeliveries), f0(j.Redeliveries),
@@ -115,13 +118,6 @@ var header = []string{
 func f0(v float64) string { return fmt.Sprintf("%.0f", v) }
 func f1(v float64) string { return fmt.Sprintf("%.1f", v) }
 func f2(v float64) string { return fmt.Sprintf("%.2f", v) }
-
-func ratio(jetfn, base float64) string {
-	if base == 0 {
-		return "-"
-	}
-	return fmt.Sprintf("%.2f", jetfn/base)
-}
 
 // WriteTable prints the rows as an aligned text table.
 func (r *Report) WriteTable(w io.Writer) error {

@@ -159,7 +159,8 @@ func (r *runner) runCase(ctx context.Context, c caseKey) (Row, error) {
 	}
 	var samples [2][]sample
 	for rep := range r.cfg.Repetitions {
-		for i, v := range c.variants() {
+		for _, i := range pairOrder(rep) {
+			v := c.variants()[i]
 			s, err := r.runRep(ctx, c, v, rep)
 			if err != nil {
 				return Row{}, fmt.Errorf("%s repetition %d: %w", v, rep+1, err)
@@ -169,6 +170,16 @@ func (r *runner) runCase(ctx context.Context, c caseKey) (Row, error) {
 		}
 	}
 	return newRow(c, samples, r.cfg), nil
+}
+
+// pairOrder is which variant runs first in pair rep: the baseline in even
+// pairs, jetfn in odd ones (ABBA), so a machine that speeds up or slows
+// down during a case favours neither side.
+func pairOrder(rep int) [2]int {
+	if rep%2 == 1 {
+		return [2]int{1, 0}
+	}
+	return [2]int{0, 1}
 }
 
 // runSlowCase runs both variants once and at the same time, each on its

@@ -103,3 +103,40 @@ func medianStats(samples []sample) Stats {
 		Latencies:       pick(func(s sample) float64 { return float64(s.latencies) }),
 	}
 }
+
+// Paired compares each of jetfn's repetitions with the baseline's of the
+// same pair, run back to back, and takes the median over the pairs. This
+// machine's speed drifts by a fifth over minutes, the same for both
+// variants of a pair; the quotient of two medians picked from different
+// pairs carries that drift, the median of the pairs' own ratios does not.
+type Paired struct {
+	// Rate, P50, P99, CPU and Allocs are jetfn's figure over the baseline's.
+	Rate, P50, P99, CPU, Allocs float64
+	// AddedP99Millis is jetfn's p99 minus the baseline's, in milliseconds.
+	AddedP99Millis float64
+}
+
+func pairedStats(base, jetfn []sample) Paired {
+	n := min(len(base), len(jetfn))
+	over := func(f func(sample) float64) float64 {
+		var v []float64
+		for i := range n {
+			if b := f(base[i]); b != 0 {
+				v = append(v, f(jetfn[i])/b)
+			}
+		}
+		return median(v)
+	}
+	added := make([]float64, n)
+	for i := range n {
+		added[i] = ms(jetfn[i].p99) - ms(base[i].p99)
+	}
+	return Paired{
+		Rate:           over(func(s sample) float64 { return s.rate }),
+		P50:            over(func(s sample) float64 { return ms(s.p50) }),
+		P99:            over(func(s sample) float64 { return ms(s.p99) }),
+		CPU:            over(func(s sample) float64 { return float64(s.cpuPerMsg) }),
+		Allocs:         over(func(s sample) float64 { return s.allocsPerMsg }),
+		AddedP99Millis: median(added),
+	}
+}
