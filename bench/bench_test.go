@@ -32,7 +32,7 @@ func TestRunSmall(t *testing.T) {
 	cfg.Sizes = []int{128}
 	cfg.Messages = func(int) int { return 300 }
 	cfg.RateMessages = 300
-	cfg.DrainMessages = 300
+	cfg.DrainMessages = 3000 // on tmpfs 300 drained before the parent saw the first ack
 	cfg.SlowMessages, cfg.SlowHandler, cfg.SlowAckWait, cfg.SlowLimit = 20, 20*time.Millisecond, time.Second, 10*time.Second
 	cfg.Sessions = []int{2}
 	cfg.SessionsPerRep = func(int) int { return 6 }
