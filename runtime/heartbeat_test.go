@@ -135,9 +135,8 @@ func TestLateKeeperCancelsBeforeItAbandons(t *testing.T) {
 	var tr unsettledSet
 	d := tr.add(&nats.Msg{})
 	late := time.Now().Add(-time.Minute)
-	w := &worker{}
-	w.run.reset(context.Background(), late, 1)
-	if !tr.start(d, jetfn.Msg{}, late, w) {
+	d.run.reset(context.Background(), late, 1)
+	if !tr.start(d, jetfn.Msg{}, late, &worker{}) {
 		t.Fatal("start refused a buffered delivery")
 	}
 	reserved := 0
@@ -146,7 +145,7 @@ func TestLateKeeperCancelsBeforeItAbandons(t *testing.T) {
 		t.Fatalf("first pass abandoned %d; want the handler cancelled and left until the next pass", len(first.overdue))
 	}
 	select {
-	case <-w.run.Done():
+	case <-d.run.Done():
 	default:
 		t.Fatal("first pass did not cancel the late handler's context")
 	}

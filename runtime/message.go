@@ -50,8 +50,8 @@ const (
 // moves by compare-and-swap only, so a message is settled once: by its
 // handler, by the keeper that abandons it, or by the drain, never twice.
 //
-// It is all a pulled message costs the runtime (one 64-byte allocation);
-// what a running message needs beyond it lives in its worker.
+// It is all a pulled message costs the runtime, one allocation; the
+// handler's view of the message and its deadline live in the worker.
 type delivery struct {
 	msg   *nats.Msg
 	state atomic.Int32
@@ -60,6 +60,9 @@ type delivery struct {
 	// worker starts it.
 	lastBeat time.Time
 	worker   *worker
+	// run is the handler's context while it runs. It is the message's own,
+	// never reused, so a context a handler kept stays this message's.
+	run runContext
 	// prev and next link the unsettledSet.
 	prev, next *delivery
 }
@@ -305,22 +308,25 @@ func (t *unsettledSet) count(state deliveryState) int {
 
 // ---- Running: a worker takes it and calls the handler.
 
-// start moves a buffered delivery to running on worker s, to be abandoned
+// start moves a buffered delivery to running on worker wk, to be abandoned
 // after deadline (never, if zero); false if the drain took it. It leaves
 // lastBeat alone: the server's timer has run since the last InProgress,
 // whatever the worker does, so the keeper must beat it on that clock.
-func (t *unsettledSet) start(d *delivery, meta jetfn.Msg, deadline time.Time, w *worker) bool {
+func (t *unsettledSet) start(d *delivery, meta jetfn.Msg, deadline time.Time, wk *worker) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	w.meta, w.deadline, d.worker = meta, deadline, w
-	return d.move(stateBuffered, stateRunning)
+	if !d.move(stateBuffered, stateRunning) {
+		return false
+	}
+	wk.meta, wk.deadline, d.worker = meta, deadline, wk
+	return true
 }
 
-// process handles one delivery on worker w, then settles it, and returns
+// process handles one delivery on worker wk, then settles it, and returns
 // the state it left the delivery in; a settled one is already forgotten.
 // The keeper heartbeats it while the handler runs, and abandons it if the
 // handler outlives the timeout.
-func (b *binding) process(ctx context.Context, d *delivery, w *worker) deliveryState {
+func (b *binding) process(ctx context.Context, d *delivery, wk *worker) deliveryState {
 	m := d.msg
 	msg, err := toMsg(m)
 	if err != nil {
@@ -334,16 +340,17 @@ func (b *binding) process(ctx context.Context, d *delivery, w *worker) deliveryS
 		timeout = time.Now().Add(b.spec.Timeout)
 		deadline = timeout.Add(b.keepTick())
 	}
-	w.run.reset(ctx, timeout, msg.NumDelivered)
-	if !b.unsettled.start(d, msg, deadline, w) {
+	d.run.reset(ctx, timeout, msg.NumDelivered)
+	if !b.unsettled.start(d, msg, deadline, wk) {
 		return stateReturned // the drain took it
 	}
 	if msg.NumDelivered > uint64(b.spec.MaxDeliver) {
 		// Every allowed delivery ended without a result: the consumer has
 		// one delivery more than maxDeliver for exactly this.
-		if b.unsettled.finish(d) {
-			b.deadLetter(m, msg, errExhausted(b.spec.MaxDeliver))
+		if !b.unsettled.finish(d) {
+			return b.unfinished(d)
 		}
+		b.deadLetter(m, msg, errExhausted(b.spec.MaxDeliver))
 		return stateSettled
 	}
 	b.stats.inFlight.Add(1)
@@ -354,7 +361,7 @@ func (b *binding) process(ctx context.Context, d *delivery, w *worker) deliveryS
 	start := time.Now()
 	herr := refuseUnsafe(msg, b.spec.MaxPayload)
 	if herr == nil {
-		herr = b.call(w, msg)
+		herr = b.call(d, msg)
 	}
 	took := time.Since(start)
 	b.stats.observe(took)
@@ -363,16 +370,21 @@ func (b *binding) process(ctx context.Context, d *delivery, w *worker) deliveryS
 	}
 	b.stats.handled.Add(1)
 	if !b.unsettled.finish(d) {
-		// The drain returned it, or the keeper abandoned it and a new
-		// worker settled it; this late result is dropped.
-		if deliveryState(d.state.Load()) == stateAbandoned {
-			b.stats.abandonedRunning.Add(-1)
-			return stateAbandoned
-		}
-		return stateReturned
+		return b.unfinished(d) // this late result is dropped
 	}
 	b.settle(m, msg, herr)
 	return stateSettled
+}
+
+// unfinished is the state of a running delivery that finish refused: the
+// drain returned it, or the keeper abandoned it and a new worker settled
+// it. Either way the worker must not settle it, nor forget it twice.
+func (b *binding) unfinished(d *delivery) deliveryState {
+	if deliveryState(d.state.Load()) == stateAbandoned {
+		b.stats.abandonedRunning.Add(-1)
+		return stateAbandoned
+	}
+	return stateReturned
 }
 
 // refuseUnsafe refuses what must never reach a handler: a payload larger than
@@ -400,13 +412,13 @@ func hasControl(s string) bool {
 	return strings.IndexFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0
 }
 
-// call runs the handler in the worker's runContext, which the keeper
+// call runs the handler in the delivery's runContext, which the keeper
 // cancels at the manifest's timeout (and abandons a handler that ignores
 // that) and which ends when the handler returns, and turns a panic into an
 // error, so one bad message cannot take the process down.
-func (b *binding) call(w *worker, msg jetfn.Msg) (err error) {
-	defer w.run.end()
-	span := b.trace.startRun(&w.run, msg)
+func (b *binding) call(d *delivery, msg jetfn.Msg) (err error) {
+	defer d.run.end()
+	span := b.trace.startRun(&d.run, msg)
 	defer func() { b.trace.endRun(span, msg, err) }() // after the recover below
 	defer func() {
 		if r := recover(); r != nil {
@@ -414,7 +426,7 @@ func (b *binding) call(w *worker, msg jetfn.Msg) (err error) {
 			err = fmt.Errorf("handler panicked: %v", r)
 		}
 	}()
-	return b.handler.Handle(&w.run, msg)
+	return b.handler.Handle(&d.run, msg)
 }
 
 // toMsg is the handler's view of a delivery, read from its reply subject.
@@ -652,7 +664,7 @@ func (t *unsettledSet) keep(every time.Duration, beatBuffered bool, reserve func
 		// A handler cancelled in this pass gets until the next one to
 		// return: a keeper that ran late must not cancel and abandon it
 		// at once.
-		justCancelled := state == stateRunning && d.worker.run.cancelIfLate(now)
+		justCancelled := state == stateRunning && d.run.cancelIfLate(now)
 		if state == stateRunning && !justCancelled && d.worker.pastDeadline(now) &&
 			d.move(stateRunning, stateAbandoned) {
 			reserve()

@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// runContext is the context a handler runs with. It lives in the worker
-// and is reset for every run, so a handler run allocates no context, timer
-// or parent registration (context.WithTimeout costs about five allocations
+// runContext is the context a handler runs with. It lives inside the
+// message's delivery, so a handler run allocates no context, timer or
+// parent registration (context.WithTimeout costs about five allocations
 // per message): its Done channel is made, and the parent watched, only
 // when the handler asks for them.
 //
@@ -17,9 +17,9 @@ import (
 // on its tick, a quarter of the heartbeat or timeout at most; Err reports
 // the deadline at once), when its parent (the binding's handler context,
 // cancelled by a drain that timed out) is done, or when the handler
-// returns, as an HTTP request's context is: a goroutine the handler left
-// behind sees it end instead of waiting on a context the worker reuses
-// for its next message. It carries the delivery count for the Publisher.
+// returns, as an HTTP request's context is: the message is settled then,
+// so work the handler left behind must not go on in its name. It carries
+// the delivery count for the Publisher.
 type runContext struct {
 	parent       context.Context
 	deadline     time.Time

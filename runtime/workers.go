@@ -25,13 +25,10 @@ type workers struct {
 	wg         sync.WaitGroup
 }
 
-// worker is one handler goroutine: its share of the wait group, and what
-// its running message needs beyond the delivery. A worker runs one handler
-// at a time, and one whose handler was abandoned takes no other message,
-// so the handler's view of the message, its deadline and its context live
-// here, once per worker, not in every delivery: with them the delivery was
-// 320 bytes, and the bench's no-op child allocated 642 bytes and ran 1.8
-// times as many GCs per message as raw nats.go's (issue 16).
+// worker is one handler goroutine: its share of the wait group, and the
+// handler's view of its running message with the abandonment deadline. A
+// worker runs one handler at a time, and one whose handler was abandoned
+// takes no other message, so they need not be in every delivery.
 type worker struct {
 	// once frees the worker's share of wg when the worker returns or when
 	// its handler is abandoned, whichever comes first.
@@ -42,15 +39,13 @@ type worker struct {
 	// keeper abandons the handler (zero: never).
 	meta     jetfn.Msg
 	deadline time.Time
-	// run is the handler's context while it runs.
-	run runContext
 }
 
-func (w *worker) free() { w.once.Do(w.wg.Done) }
+func (wk *worker) free() { wk.once.Do(wk.wg.Done) }
 
 // pastDeadline reports whether the running handler outlived its deadline.
-func (w *worker) pastDeadline(now time.Time) bool {
-	return !w.deadline.IsZero() && now.After(w.deadline)
+func (wk *worker) pastDeadline(now time.Time) bool {
+	return !wk.deadline.IsZero() && now.After(wk.deadline)
 }
 
 // start runs one more worker.
