@@ -85,7 +85,7 @@ type Config struct {
 // it.
 func DefaultConfig() Config {
 	return Config{
-		Repetitions:   5,
+		Repetitions:   9,
 		Noop:          true,
 		Concurrencies: []int{1, 16, 64},
 		Sizes:         []int{128, 4096},

@@ -86,8 +86,9 @@ func ownGoal(row Row) (GoalRow, bool) {
 		return g, true
 	case WorkloadRate:
 		g := GoalRow{Goal: "added p99 at a fixed rate", Case: row.Case(), Metric: "p99 publish→ack ms " + p99Basis(row),
-			Base: f2(b.P99Millis), Jetfn: f2(j.P99Millis), Compare: fmt.Sprintf("%+.2f ms", row.AddedP99Millis()),
-			Target: fmt.Sprintf("≤ %+.2f ms", goalAddedP99)}
+			Base: f2(b.P99Millis), Jetfn: f2(j.P99Millis),
+			Compare: fmt.Sprintf("%+.2f ms", row.AddedP99Millis()) + row.rangeNote(row.Paired.AddedP99Range, "%+.2f"),
+			Target:  fmt.Sprintf("≤ %+.2f ms", goalAddedP99)}
 		if row.AddedP99Millis() > goalAddedP99 {
 			g.Missed = []string{"p99"}
 		}
@@ -115,12 +116,22 @@ func judgedOnCost(row Row) bool { return row.Workload != WorkloadSlow && row.Wor
 
 func rateGoal(goal string, row Row, limit float64) GoalRow {
 	g := GoalRow{Goal: goal, Case: row.Case(), Metric: "msgs/s",
-		Base: f0(row.Base.Rate), Jetfn: f0(row.Jetfn.Rate), Compare: fmt.Sprintf("%.2f×", row.RateRatio()),
-		Target: fmt.Sprintf("≥ %.2f×", limit)}
+		Base: f0(row.Base.Rate), Jetfn: f0(row.Jetfn.Rate),
+		Compare: fmt.Sprintf("%.2f×", row.RateRatio()) + row.rangeNote(row.Paired.RateRange, "%.2f"),
+		Target:  fmt.Sprintf("≥ %.2f×", limit)}
 	if row.RateRatio() < limit {
 		g.Missed = []string{"msgs/s"}
 	}
 	return g
+}
+
+// rangeNote is " (lo–hi)", the range that holds the pairs' true median
+// with the row's coverage, or "" with a single pair.
+func (r Row) rangeNote(lohi [2]float64, format string) string {
+	if r.Paired.Coverage == 0 {
+		return ""
+	}
+	return " (" + fmt.Sprintf(format, lohi[0]) + "–" + fmt.Sprintf(format, lohi[1]) + ")"
 }
 
 // p99Basis says how many latencies the rate row's p99 is over and how
@@ -139,7 +150,7 @@ func slowCell(s Stats) string {
 		s.Redeliveries, s.Acked, s.Seconds, s.RedeliveredAcks, s.InProgress)
 }
 
-var goalHeader = []string{"goal", "case", "figure", "base", "jetfn", "jetfn vs base", "target",
+var goalHeader = []string{"goal", "case", "figure", "base", "jetfn", "jetfn vs base (range)", "target",
 	fmt.Sprintf("allocs/msg × (≤ %.2f×)", goalAllocs), fmt.Sprintf("CPU/msg × (≤ %.2f×)", goalCPU), "met"}
 
 func (g GoalRow) cells(missed string) []string {

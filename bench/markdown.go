@@ -44,7 +44,10 @@ func (r *Report) writeResults(b *bytes.Buffer, chart, command string) {
 		time.Now().UTC().Format("2006-01-02"), command, r.Repetitions, r.Wall.Round(time.Second))
 	fmt.Fprintf(b, "Machine: %s.\n\n", r.Machine)
 	if goals := r.GoalRows(); len(goals) > 0 {
-		b.WriteString("The goals, one row per case (medians; the slow case is one run each; allocs and CPU are jetfn's per-message cost over the baseline's):\n\n")
+		fmt.Fprintf(b, "The goals, one row per case. Base and jetfn are each side's medians; \"jetfn vs base\" and the cost columns "+
+			"are medians of the pairs' own ratios (or differences), which is what the targets judge, and in brackets the range "+
+			"that holds that median with %.1f %% probability (%s); the slow case is one run each:\n\n",
+			100*medianCoverageOf(r.Repetitions), rangeRule(r.Repetitions))
 		r.writeGoalsMarkdown(b)
 		b.WriteString("\nAll figures:\n\n")
 	}
@@ -60,4 +63,26 @@ func (r *Report) writeResults(b *bytes.Buffer, chart, command string) {
 	if chart != "" {
 		fmt.Fprintf(b, "\n![throughput by concurrency, raw vs jetfn](%s)\n", chart)
 	}
+}
+
+// medianCoverageOf is the coverage of the goal rows' ranges with n pairs.
+func medianCoverageOf(n int) float64 { return medianCoverage(n, medianRank(n)) }
+
+// rangeRule says which pairs bound the range with n pairs.
+func rangeRule(n int) string {
+	k := medianRank(n)
+	if k == 1 {
+		return fmt.Sprintf("the lowest to the highest of the %d pairs", n)
+	}
+	return fmt.Sprintf("the %s lowest to the %s highest of the %d pairs", ordinal(k), ordinal(k), n)
+}
+
+func ordinal(k int) string {
+	switch k {
+	case 2:
+		return "2nd"
+	case 3:
+		return "3rd"
+	}
+	return fmt.Sprintf("%dth", k)
 }
