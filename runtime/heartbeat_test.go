@@ -89,7 +89,7 @@ func TestUnsettledKeep(t *testing.T) {
 		{fresh, stateRunning, time.Now(), time.Time{}},
 		{overdue, stateRunning, old, old},
 	} {
-		d := tr.add(c.msg)
+		d := tr.add(c.msg, time.Now())
 		d.state.Store(int32(c.state))
 		d.lastBeat, d.worker = c.last, &worker{deadline: c.deadline}
 	}
@@ -115,7 +115,7 @@ func TestUnsettledKeep(t *testing.T) {
 func TestUnsettledStartKeepsBeatClock(t *testing.T) {
 	var tr unsettledSet
 	m, count := &nats.Msg{}, beats{}
-	d := tr.add(m)
+	d := tr.add(m, time.Now())
 	d.lastBeat = time.Now().Add(-time.Minute)
 	if !tr.start(d, jetfn.Msg{}, time.Time{}, &worker{}) {
 		t.Fatal("start refused a buffered delivery")
@@ -133,7 +133,7 @@ func TestUnsettledStartKeepsBeatClock(t *testing.T) {
 // timeout" although the handler returned on cancellation.
 func TestLateKeeperCancelsBeforeItAbandons(t *testing.T) {
 	var tr unsettledSet
-	d := tr.add(&nats.Msg{})
+	d := tr.add(&nats.Msg{}, time.Now())
 	late := time.Now().Add(-time.Minute)
 	d.run.reset(context.Background(), late, 1)
 	if !tr.start(d, jetfn.Msg{}, late, &worker{}) {
@@ -159,7 +159,7 @@ func TestLateKeeperCancelsBeforeItAbandons(t *testing.T) {
 // one the drain returned stays until the worker forgets it.
 func TestUnsettledFinishForgets(t *testing.T) {
 	var tr unsettledSet
-	settled, returned := tr.add(&nats.Msg{}), tr.add(&nats.Msg{})
+	settled, returned := tr.add(&nats.Msg{}, time.Now()), tr.add(&nats.Msg{}, time.Now())
 	for _, d := range []*delivery{settled, returned} {
 		if !tr.start(d, jetfn.Msg{}, time.Time{}, &worker{}) {
 			t.Fatal("start refused a buffered delivery")

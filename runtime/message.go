@@ -263,8 +263,10 @@ type unsettledSet struct {
 	head *delivery
 }
 
-func (t *unsettledSet) add(m *nats.Msg) *delivery {
-	d := &delivery{msg: m, lastBeat: time.Now()}
+// add holds m, pulled at now: the server's ack-wait timer started no
+// earlier.
+func (t *unsettledSet) add(m *nats.Msg, now time.Time) *delivery {
+	d := &delivery{msg: m, lastBeat: now}
 	t.mu.Lock()
 	d.next = t.head
 	if t.head != nil {
@@ -335,9 +337,10 @@ func (b *binding) process(ctx context.Context, d *delivery, wk *worker) delivery
 	}
 	// The context ends at the timeout; the handler is abandoned a tick
 	// later, so one that returns when its context is cancelled never is.
+	start := time.Now()
 	var timeout, deadline time.Time
 	if b.spec.Timeout > 0 {
-		timeout = time.Now().Add(b.spec.Timeout)
+		timeout = start.Add(b.spec.Timeout)
 		deadline = timeout.Add(b.keepTick())
 	}
 	d.run.reset(ctx, timeout, msg.NumDelivered)
@@ -358,7 +361,6 @@ func (b *binding) process(ctx context.Context, d *delivery, wk *worker) delivery
 	if msg.NumDelivered > 1 {
 		b.stats.redeliveries.Add(1)
 	}
-	start := time.Now()
 	herr := refuseUnsafe(msg, b.spec.MaxPayload)
 	if herr == nil {
 		herr = b.call(d, msg)

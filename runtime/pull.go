@@ -105,7 +105,8 @@ func (p *puller) ask(ctx context.Context, n int) {
 // to the buffer (or straight back, once the run is stopping), a status
 // returns credits.
 func (p *puller) receive(m *nats.Msg) {
-	p.lastHeard.Store(time.Now().UnixNano())
+	now := time.Now() // one clock read a message: it also starts the delivery's beat clock
+	p.lastHeard.Store(now.UnixNano())
 	if len(m.Data) == 0 && m.Header.Get("Status") != "" {
 		p.status(m)
 		return
@@ -116,7 +117,7 @@ func (p *puller) receive(m *nats.Msg) {
 		p.credits.release(1)
 		return
 	}
-	p.buffer <- p.b.unsettled.add(m)
+	p.buffer <- p.b.unsettled.add(m, now)
 }
 
 // status reads one status reply. 100 is an idle heartbeat; 408 (the request

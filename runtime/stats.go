@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -68,23 +67,26 @@ type counters struct {
 	ewma                            atomic.Int64 // nanoseconds, see recentAverage
 	lastError                       atomic.Pointer[string]
 
-	mu        sync.Mutex
-	durations [durationWindow]time.Duration
-	next      int
-	filled    bool
+	// durations is a ring of the last processing times: observed counts
+	// every one, and slot observed-1 mod the window holds the latest.
+	// Lock-free, as every message of every worker writes it.
+	durations [durationWindow]atomic.Int64
+	observed  atomic.Uint64
 }
 
 func (c *counters) observe(d time.Duration) {
-	c.mu.Lock()
-	c.durations[c.next] = d
-	c.next = (c.next + 1) % durationWindow
-	c.filled = c.filled || c.next == 0
-	old := time.Duration(c.ewma.Load())
-	if old == 0 {
-		old = d
+	i := c.observed.Add(1) - 1
+	c.durations[i%durationWindow].Store(int64(d))
+	for {
+		old := c.ewma.Load()
+		avg := time.Duration(old)
+		if old == 0 {
+			avg = d
+		}
+		if c.ewma.CompareAndSwap(old, int64(avg+(d-avg)/16)) {
+			return
+		}
 	}
-	c.ewma.Store(int64(old + (d-old)/16))
-	c.mu.Unlock()
 }
 
 func (c *counters) setLastError(err error) {
@@ -118,15 +120,13 @@ func (c *counters) snapshot(function string) Stats {
 }
 
 func (c *counters) processingTimes() (avg, p99 float64) {
-	c.mu.Lock()
-	n := c.next
-	if c.filled {
-		n = durationWindow
-	}
-	window := slices.Clone(c.durations[:n])
-	c.mu.Unlock()
+	n := int(min(c.observed.Load(), durationWindow))
 	if n == 0 {
 		return 0, 0
+	}
+	window := make([]time.Duration, n)
+	for i := range window {
+		window[i] = time.Duration(c.durations[i].Load())
 	}
 	slices.Sort(window)
 	var sum time.Duration
