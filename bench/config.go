@@ -101,7 +101,7 @@ func DefaultConfig() Config {
 		Rate:               5000,
 		RateConcurrency:    16,
 		RateSize:           128,
-		RateMessages:       15000,
+		RateMessages:       50000,
 		SlowConcurrency:    1,
 		SlowHandler:        100 * time.Millisecond,
 		SlowAckWait:        2 * time.Second,
