@@ -63,6 +63,11 @@ type childReport struct {
 	AllocBytes uint64        `json:"alloc_bytes"`
 	CPU        time.Duration `json:"cpu"` // user + system
 	PeakRSSKB  int64         `json:"peak_rss_kb"`
+	// WriteSyscalls is how many write system calls the process made
+	// (syscw of /proc/self/io; 0 where there is none): how many pieces its
+	// acks left in, which nats.go's flusher decides (docs/benchmarks.md,
+	// "What remains, by profile").
+	WriteSyscalls uint64 `json:"write_syscalls"`
 }
 
 // RunIfChild runs a repetition's consumer and exits, if this process was
@@ -169,20 +174,21 @@ func measure(profile string, collect bool, in io.Reader, out io.Writer) (childRe
 		goruntime.GC()
 	}
 	goruntime.ReadMemStats(&before)
-	cpuBefore := cpuTime()
+	cpuBefore, writesBefore := cpuTime(), writeSyscalls()
 	fmt.Fprintln(out, "ready")
 	_, _ = bufio.NewReader(in).ReadString('\n') // "stop", or EOF if the parent died
-	cpu := cpuTime() - cpuBefore
+	cpu, writes := cpuTime()-cpuBefore, writeSyscalls()-writesBefore
 	goruntime.ReadMemStats(&after)
 	stopCPU()
 	if err := writeAllocProfile(profile); err != nil {
 		return childReport{}, err
 	}
 	return childReport{
-		Mallocs:    after.Mallocs - before.Mallocs,
-		AllocBytes: after.TotalAlloc - before.TotalAlloc,
-		CPU:        cpu,
-		PeakRSSKB:  peakRSSKB(),
+		Mallocs:       after.Mallocs - before.Mallocs,
+		AllocBytes:    after.TotalAlloc - before.TotalAlloc,
+		CPU:           cpu,
+		PeakRSSKB:     peakRSSKB(),
+		WriteSyscalls: writes,
 	}, nil
 }
 
@@ -223,6 +229,22 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// writeSyscalls is the process's write system calls so far (syscw of
+// /proc/self/io), or 0 where /proc is missing.
+func writeSyscalls() uint64 {
+	raw, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(raw)) {
+		if rest, ok := strings.CutPrefix(line, "syscw:"); ok {
+			n, _ := strconv.ParseUint(strings.TrimSpace(rest), 10, 64)
+			return n
+		}
+	}
+	return 0
 }
 
 // peakRSSKB is the process's resident-set high-water mark (VmHWM), or -1

@@ -207,12 +207,12 @@ func (r *runner) runSlowCase(ctx context.Context, c caseKey) (Row, error) {
 
 func (r *runner) progressSample(c caseKey, variant string, rep int, s sample) {
 	if c.workload == WorkloadDrain {
-		r.progress("%-22s %-12s rep %d: %8.0f msgs/s  drained in %6.3f s  %6.1f µs CPU/msg  %5.1f allocs/msg  %d redelivered",
-			c.slug(), variant, rep+1, s.rate, s.elapsed.Seconds(), float64(s.cpuPerMsg)/1e3, s.allocsPerMsg, s.redeliveries)
+		r.progress("%-22s %-12s rep %d: %8.0f msgs/s  drained in %6.3f s  %6.1f µs CPU/msg  %5.1f allocs/msg  %4.2f writes/msg  %d redelivered",
+			c.slug(), variant, rep+1, s.rate, s.elapsed.Seconds(), float64(s.cpuPerMsg)/1e3, s.allocsPerMsg, s.writesPerMsg, s.redeliveries)
 		return
 	}
-	r.progress("%-22s %-12s rep %d: %8.0f msgs/s  p50 %7.2f ms  p99 %7.2f ms  %6.1f µs CPU/msg  %5.1f allocs/msg  %d redelivered",
-		c.slug(), variant, rep+1, s.rate, ms(s.p50), ms(s.p99), float64(s.cpuPerMsg)/1e3, s.allocsPerMsg, s.redeliveries)
+	r.progress("%-22s %-12s rep %d: %8.0f msgs/s  p50 %7.2f ms  p99 %7.2f ms  %6.1f µs CPU/msg  %5.1f allocs/msg  %4.2f writes/msg  %d redelivered",
+		c.slug(), variant, rep+1, s.rate, ms(s.p50), ms(s.p99), float64(s.cpuPerMsg)/1e3, s.allocsPerMsg, s.writesPerMsg, s.redeliveries)
 }
 
 func (r *runner) progress(format string, args ...any) {

@@ -11,6 +11,8 @@ type sample struct {
 	rate         float64
 	p50, p99     time.Duration
 	allocsPerMsg float64
+	// writesPerMsg is the consumer's write system calls per message.
+	writesPerMsg float64
 	bytesPerMsg  float64
 	cpuPerMsg    time.Duration
 	peakRSSMB    float64
@@ -27,6 +29,7 @@ func newSample(res loadResult, rep childReport, n int) sample {
 	return sample{
 		rate: res.rate, p50: percentile(lat, 50), p99: percentile(lat, 99),
 		allocsPerMsg: float64(rep.Mallocs) / float64(n),
+		writesPerMsg: float64(rep.WriteSyscalls) / float64(n),
 		bytesPerMsg:  float64(rep.AllocBytes) / float64(n),
 		cpuPerMsg:    rep.CPU / time.Duration(n),
 		peakRSSMB:    float64(rep.PeakRSSKB) / 1024,
@@ -67,6 +70,7 @@ type Stats struct {
 	P99Millis    float64
 	CPUMicros    float64 // consumer process CPU (user + system) per message
 	AllocsPerMsg float64 // consumer process only
+	WritesPerMsg float64 // consumer process's write system calls
 	BytesPerMsg  float64
 	PeakRSSMB    float64 // consumer process high-water mark
 	// Redeliveries are the server's (cumulative; see loadResult),
@@ -94,6 +98,7 @@ func medianStats(samples []sample) Stats {
 		P99Millis:       pick(func(s sample) float64 { return ms(s.p99) }),
 		CPUMicros:       pick(func(s sample) float64 { return float64(s.cpuPerMsg) / float64(time.Microsecond) }),
 		AllocsPerMsg:    pick(func(s sample) float64 { return s.allocsPerMsg }),
+		WritesPerMsg:    pick(func(s sample) float64 { return s.writesPerMsg }),
 		BytesPerMsg:     pick(func(s sample) float64 { return s.bytesPerMsg }),
 		PeakRSSMB:       pick(func(s sample) float64 { return s.peakRSSMB }),
 		Redeliveries:    pick(func(s sample) float64 { return float64(s.redeliveries) }),
