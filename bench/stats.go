@@ -129,28 +129,26 @@ type Paired struct {
 
 func pairedStats(base, jetfn []sample) Paired {
 	n := min(len(base), len(jetfn))
-	over := func(f func(sample) float64) float64 {
+	ratios := func(f func(sample) float64) []float64 {
 		var v []float64
 		for i := range n {
 			if b := f(base[i]); b != 0 {
 				v = append(v, f(jetfn[i])/b)
 			}
 		}
-		return median(v)
+		return v
 	}
-	added, rates := make([]float64, n), make([]float64, 0, n)
+	added := make([]float64, n)
 	for i := range n {
 		added[i] = ms(jetfn[i].p99) - ms(base[i].p99)
-		if base[i].rate != 0 {
-			rates = append(rates, jetfn[i].rate/base[i].rate)
-		}
 	}
+	rates := ratios(func(s sample) float64 { return s.rate })
 	p := Paired{
 		Rate:           median(rates),
-		P50:            over(func(s sample) float64 { return ms(s.p50) }),
-		P99:            over(func(s sample) float64 { return ms(s.p99) }),
-		CPU:            over(func(s sample) float64 { return float64(s.cpuPerMsg) }),
-		Allocs:         over(func(s sample) float64 { return s.allocsPerMsg }),
+		P50:            median(ratios(func(s sample) float64 { return ms(s.p50) })),
+		P99:            median(ratios(func(s sample) float64 { return ms(s.p99) })),
+		CPU:            median(ratios(func(s sample) float64 { return float64(s.cpuPerMsg) })),
+		Allocs:         median(ratios(func(s sample) float64 { return s.allocsPerMsg })),
 		AddedP99Millis: median(added),
 	}
 	p.RateRange, p.Coverage = medianRange(rates)
