@@ -49,11 +49,11 @@ func TestRunSmall(t *testing.T) {
 	if report.TraceExports == 0 {
 		t.Error("the trace case's sink received no export: the traced variant traced nothing")
 	}
-	_, noProcIO := os.Stat("/proc/self/io")
+	_, procIOErr := os.Stat("/proc/self/io")
 	for _, row := range report.Rows {
 		for _, s := range []Stats{row.Base, row.Jetfn} {
 			if s.Rate <= 0 || s.AllocsPerMsg <= 0 || s.CPUMicros <= 0 || s.PeakRSSMB <= 0 || (row.hasLatency() && s.P99Millis <= 0) ||
-				(noProcIO == nil && s.WritesPerMsg <= 0) {
+				(procIOErr == nil && s.WritesPerMsg <= 0) {
 				t.Errorf("%s: unmeasured figure in %+v", row.Case(), s)
 			}
 		}

@@ -126,9 +126,9 @@ func rateGoal(goal string, row Row, limit float64) GoalRow {
 }
 
 // rangeNote is " (lo–hi)", the range that holds the pairs' true median
-// with the row's coverage, or "" with a single pair.
+// (see medianRange), or "" with a single pair.
 func (r Row) rangeNote(lohi [2]float64, format string) string {
-	if r.Paired.Coverage == 0 {
+	if r.Reps < 2 {
 		return ""
 	}
 	return " (" + fmt.Sprintf(format, lohi[0]) + "–" + fmt.Sprintf(format, lohi[1]) + ")"

@@ -121,10 +121,9 @@ type Paired struct {
 	// AddedP99Millis is jetfn's p99 minus the baseline's, in milliseconds.
 	AddedP99Millis float64
 	// RateRange and AddedP99Range hold the true median of the pairs'
-	// throughput ratio and p99 difference with probability Coverage (see
-	// medianRange); Coverage is 0 with fewer than two pairs.
+	// throughput ratio and p99 difference with the probability medianRange
+	// gives for the number of pairs; zero with fewer than two.
 	RateRange, AddedP99Range [2]float64
-	Coverage                 float64
 }
 
 func pairedStats(base, jetfn []sample) Paired {
@@ -151,7 +150,7 @@ func pairedStats(base, jetfn []sample) Paired {
 		Allocs:         median(ratios(func(s sample) float64 { return s.allocsPerMsg })),
 		AddedP99Millis: median(added),
 	}
-	p.RateRange, p.Coverage = medianRange(rates)
+	p.RateRange, _ = medianRange(rates)
 	p.AddedP99Range, _ = medianRange(added)
 	return p
 }

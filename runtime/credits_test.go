@@ -29,10 +29,11 @@ func TestCreditsTakeWaitsForItsRule(t *testing.T) {
 		return c.waiter != nil
 	})
 	c.release(1) // 1 of 4 free: not enough
-	select {
-	case n := <-got:
-		t.Fatalf("take returned %d with 1 of 4 credits free", n)
-	default:
+	c.mu.Lock()
+	inUse, waiting := c.inUse, c.waiter != nil
+	c.mu.Unlock()
+	if inUse != 3 || !waiting {
+		t.Fatalf("after one release: %d in use, taker waiting %v; want 3 and still waiting", inUse, waiting)
 	}
 	c.release(1) // 2 of 4 free: half
 	select {

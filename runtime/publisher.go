@@ -60,11 +60,7 @@ func publishAcked(ctx context.Context, js jetstream.JetStream, subject string, d
 		if !retryablePublish(err, msgID != "") || ctx.Err() != nil || time.Now().After(giveUp) {
 			return nil, fmt.Errorf("publishing to %s: %w", subject, err)
 		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("publishing to %s: %w", subject, err)
-		case <-time.After(publishRetryWait):
-		}
+		pause(ctx, publishRetryWait) // a cancelled ctx ends the loop on the next pass
 	}
 }
 

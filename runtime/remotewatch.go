@@ -26,7 +26,7 @@ type remoteState struct {
 	subject string
 
 	mu        sync.Mutex
-	instances int  // from the last probe; -1 before the first
+	instances int  // from the last probe; 0 before the first
 	none      bool // the last observation found no responder
 	noneSince time.Time
 	// observed is when the observation behind none was made: a probe's
@@ -36,7 +36,7 @@ type remoteState struct {
 }
 
 func newRemoteState(subject string) *remoteState {
-	return &remoteState{subject: subject, instances: -1}
+	return &remoteState{subject: subject}
 }
 
 func (s *remoteState) replied() { s.observe(false, time.Now()) }
@@ -79,7 +79,7 @@ func (s *remoteState) problem() error {
 func (s *remoteState) fill(st *Stats) {
 	st.Remote = s.subject
 	s.mu.Lock()
-	st.RemoteInstances = max(s.instances, 0)
+	st.RemoteInstances = s.instances
 	s.mu.Unlock()
 	if err := s.problem(); err != nil {
 		st.RemoteError = err.Error()

@@ -62,3 +62,13 @@ func TestFormatUptime(t *testing.T) {
 		}
 	}
 }
+
+// decode reads one $SRV.STATS reply as Collect does: unmarshal, then
+// fromStats.
+func decode(data []byte) (Instance, bool) {
+	var st micro.Stats
+	if err := json.Unmarshal(data, &st); err != nil {
+		return Instance{}, false
+	}
+	return fromStats(st)
+}

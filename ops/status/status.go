@@ -73,16 +73,8 @@ func Collect(ctx context.Context, nc *nats.Conn, window time.Duration) ([]Instan
 	return out, nil
 }
 
-// decode turns one $SRV.STATS reply into an Instance; ok is false for a
-// service that is not a jetfn function.
-func decode(data []byte) (Instance, bool) {
-	var st micro.Stats
-	if err := json.Unmarshal(data, &st); err != nil {
-		return Instance{}, false
-	}
-	return fromStats(st)
-}
-
+// fromStats turns one service's $SRV.STATS reply into an Instance; ok is
+// false for a service that is not a jetfn function.
 func fromStats(st micro.Stats) (Instance, bool) {
 	inst := Instance{
 		Function: st.Name, Version: st.Version, ID: st.ID, Started: st.Started,

@@ -144,7 +144,7 @@ func (h *Harness) pause(ctx context.Context, nd *Node, f *Fault) error {
 }
 
 func (h *Harness) restart(ctx context.Context, nd *Node, f *Fault) error {
-	if err := nd.Restart(ctx); err != nil {
+	if err := nd.Start(ctx); err != nil {
 		return err
 	}
 	f.Restored = time.Now()

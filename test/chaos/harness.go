@@ -211,6 +211,9 @@ func (in *instance) start(ctx context.Context) error {
 		if err = in.startOnce(ctx); err == nil {
 			return nil
 		}
+		if in.proc == nil {
+			return err // the process did not even start
+		}
 		select {
 		case <-in.proc.Exited():
 		default:
@@ -227,6 +230,7 @@ func (in *instance) start(ctx context.Context) error {
 }
 
 func (in *instance) startOnce(ctx context.Context) error {
+	in.proc = nil // a failed start must not leave the last, exited process here
 	p, err := testkit.StartChild(in.bin, in.env, in.logPath)
 	if err != nil {
 		return err

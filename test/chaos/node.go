@@ -26,14 +26,13 @@ const nodeReadyTimeout = time.Minute
 // started again on the same config, so it rejoins with whatever its store
 // kept.
 type Node struct {
-	Name     string
-	bin      string
-	dir      string
-	client   int
-	monitor  int
-	proc     *testkit.Child
-	paused   bool
-	restarts int
+	Name    string
+	bin     string
+	dir     string
+	client  int
+	monitor int
+	proc    *testkit.Child
+	paused  bool
 }
 
 // nodeConfig is a node's nats-server.conf. sync is the jetstream block's
@@ -111,12 +110,6 @@ func (nd *Node) Resume() error {
 	}
 	nd.paused = false
 	return nil
-}
-
-// Restart starts a killed node again on its config and store.
-func (nd *Node) Restart(ctx context.Context) error {
-	nd.restarts++
-	return nd.Start(ctx)
 }
 
 // Up reports whether the node's process runs (paused or not).

@@ -36,7 +36,6 @@ func SummaryCounts(ctx context.Context, db *mongo.Database) (map[string]int, err
 // Notification is one transcript.processed message stored in the stream.
 type Notification struct {
 	Key    string // events.SummaryKey of the session it announces
-	Seq    uint64
 	Stored time.Time
 }
 
@@ -94,7 +93,7 @@ func toNotification(m jetstream.Msg) (Notification, error) {
 		return Notification{}, fmt.Errorf("decoding transcript.processed #%d: %w", meta.Sequence.Stream, err)
 	}
 	return Notification{Key: events.SummaryKey(evt.ConversationID, evt.SessionID),
-		Seq: meta.Sequence.Stream, Stored: meta.Timestamp}, nil
+		Stored: meta.Timestamp}, nil
 }
 
 // SubjectCount is how many messages on subject the stream holds.
