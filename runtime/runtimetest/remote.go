@@ -47,6 +47,13 @@ func StartRemote(t testing.TB, url, name, subject string, reply func(req micro.R
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A flush returns once the server has processed the service's
+	// subscriptions: without it a $SRV.INFO sent on another connection
+	// right after could find nobody (TestCheckServerFindsRemote, 1 run in
+	// 40 on a loaded machine).
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	r.svc = svc
 	t.Cleanup(r.Stop)
 	return r
