@@ -14,11 +14,12 @@ import (
 
 // binding is one function bound to its durable consumer in this process.
 //
-// One puller (pull.go) requests messages into a buffer and `concurrency` workers handle
-// them. The puller asks for no more than concurrency plus the prefetch
-// allowance, and a keeper sends InProgress for buffered messages as for
-// running ones, so a message never waits in the buffer long enough to be
-// redelivered (nats.go#1929).
+// One puller (pull.go) requests messages and hands them to `concurrency`
+// workers, or to a buffer while every worker is busy (handoff.go). The
+// puller asks for no more than concurrency plus the prefetch allowance, and
+// a keeper sends InProgress for buffered messages as for running ones, so a
+// message never waits in the buffer long enough to be redelivered
+// (nats.go#1929).
 type binding struct {
 	spec      manifest.FunctionSpec
 	handler   jetfn.Handler
@@ -54,7 +55,7 @@ func (b *binding) run(ctx context.Context, drainTimeout time.Duration) {
 	handlerCtx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHandlers()
 	w := &workers{b: b, stopping: ctx, handlerCtx: handlerCtx, credits: newCredits(),
-		buffer: make(chan *delivery, b.spec.Concurrency+b.maxPrefetch())}
+		handoff: newHandoff(b.spec.Concurrency + b.maxPrefetch())}
 	for range b.spec.Concurrency {
 		w.start()
 	}
@@ -80,7 +81,7 @@ func (b *binding) run(ctx context.Context, drainTimeout time.Duration) {
 		b.stats.retried.Add(uint64(n))
 		b.log.Info("returned buffered messages for redelivery", "count", n)
 	}
-	close(w.buffer)
+	w.handoff.close()
 	b.drain(w, drainTimeout, cancelHandlers)
 }
 
@@ -94,7 +95,7 @@ func (b *binding) pull(ctx context.Context, p *puller, w *workers) {
 	defer stop()
 	limit := b.pullLimit
 	enough := func(free, limit, outstanding int) bool {
-		return 2*free >= limit || len(w.buffer) == 0 && outstanding == 0
+		return 2*free >= limit || w.handoff.buffered() == 0 && outstanding == 0
 	}
 	for {
 		free := w.credits.take(limit, enough)

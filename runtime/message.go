@@ -615,6 +615,7 @@ func (b *binding) keepAlive(ctx context.Context, w *workers) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			w.handoff.release() // the messages behind a waiting give must be seen
 			res := b.unsettled.keep(b.currentHeartbeat()-tick, b.bufferBeats, w.reserve, beat)
 			b.stats.heartbeats.Add(uint64(res.running))
 			b.stats.bufferBeats.Add(uint64(res.buffered))

@@ -173,3 +173,39 @@ func (e *testEnv) otherInstance() func() (taken, redelivered int) {
 	e.t.Cleanup(func() { cancel(); <-done })
 	return func() (int, int) { return int(taken.Load()), int(redelivered.Load()) }
 }
+
+// TestMessagesBehindAWaitingHandoffKeptAlive: while every worker is busy
+// the puller waits to hand the next message over (handoff.go), and the
+// messages behind it wait in nats.go's queue, where the keeper cannot see
+// them. The keeper's tick must end that wait, so they reach the buffer and
+// are kept alive: here the one worker is busy for three ack waits, and a
+// second instance takes any message whose ack wait runs out.
+func TestMessagesBehindAWaitingHandoffKeptAlive(t *testing.T) {
+	env := newEnv(t)
+	const backlog = 4
+	if err := ensureStream(context.Background(), env.js, manifest.StreamSpec{Name: "TEST", Subjects: []string{"test.>"}, Storage: "file", Replicas: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range backlog {
+		env.publish("test.in", fmt.Sprint(i))
+	}
+	var calls atomic.Int32
+	busyFirst := jetfn.HandlerFunc(func(ctx context.Context, msg jetfn.Msg) error {
+		if calls.Add(1) == 1 {
+			return slowHandler(3*time.Second)(ctx, msg)
+		}
+		return nil
+	})
+	r := env.start(testManifest(t, "    ackWait: 1s\n    concurrency: 1\n    prefetch: 3\n    maxDeliver: 20\n"), busyFirst)
+	other := env.otherInstance()
+	runtimetest.Eventually(t, 30*time.Second, "backlog handled", func() bool {
+		return env.settled("TEST", "fn", backlog)
+	})
+	taken, otherRedelivered := other()
+	s := r.rt.statsOf(t, "fn")
+	t.Logf("jetfn handled %d, the other instance %d; buffer heartbeats %d", s.Handled, taken, s.BufferBeats)
+	if taken != 0 || otherRedelivered != 0 || s.Redeliveries != 0 || s.Handled != backlog {
+		t.Fatalf("handled %d here and %d (%d redelivered) by the other instance, %d redeliveries here; want all %d here, once",
+			s.Handled, taken, otherRedelivered, s.Redeliveries, backlog)
+	}
+}

@@ -46,7 +46,7 @@ type puller struct {
 	sub      *nats.Subscription
 	closed   chan struct{}
 	credits  *credits
-	buffer   chan<- *delivery
+	handoff  *handoff
 	stopping context.Context
 	// lastHeard is when the subscription last received anything (unix
 	// nanoseconds); the watch gives up requests that went quiet.
@@ -63,7 +63,7 @@ func newPuller(stopping context.Context, b *binding, w *workers) (*puller, error
 	nc := b.js.Conn()
 	p := &puller{b: b, nc: nc, inbox: nc.NewInbox(), closed: make(chan struct{}),
 		subject: jetstream.DefaultAPIPrefix + "CONSUMER.MSG.NEXT." + b.spec.Stream + "." + b.spec.Durable,
-		credits: w.credits, buffer: w.buffer, stopping: stopping}
+		credits: w.credits, handoff: w.handoff, stopping: stopping}
 	p.lastHeard.Store(time.Now().UnixNano())
 	sub, err := nc.Subscribe(p.inbox, p.receive)
 	if err != nil {
@@ -102,8 +102,8 @@ func (p *puller) ask(ctx context.Context, n int) {
 }
 
 // receive handles everything the server sends to the inbox: a message goes
-// to the buffer (or straight back, once the run is stopping), a status
-// returns credits.
+// to a worker or the buffer (or straight back, once the run is stopping),
+// a status returns credits.
 func (p *puller) receive(m *nats.Msg) {
 	now := time.Now() // one clock read a message: it also starts the delivery's beat clock
 	p.lastHeard.Store(now.UnixNano())
@@ -117,7 +117,7 @@ func (p *puller) receive(m *nats.Msg) {
 		p.credits.release(1)
 		return
 	}
-	p.buffer <- p.b.unsettled.add(m, now)
+	p.handoff.give(p.b.unsettled.add(m, now), p.stopping.Done())
 }
 
 // status reads one status reply. 100 is an idle heartbeat; 408 (the request
@@ -169,6 +169,9 @@ func (p *puller) watch(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		// A receive waiting for a worker holds back the replies behind
+		// it, heartbeats and statuses too (handoff.go).
+		p.handoff.release()
 		if p.credits.outstandingCount() == 0 {
 			reconnects = p.nc.Stats().Reconnects
 			continue

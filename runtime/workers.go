@@ -20,7 +20,7 @@ type workers struct {
 	stopping context.Context
 	// handlerCtx outlives stopping, so a drain does not cancel work.
 	handlerCtx context.Context
-	buffer     chan *delivery
+	handoff    *handoff
 	credits    *credits
 	wg         sync.WaitGroup
 }
@@ -74,11 +74,15 @@ func (w *workers) run(abandoned *delivery) {
 	}()
 }
 
-// loop handles buffered messages until the buffer is closed. Once stopping
-// is done it starts nothing more: it returns what it takes from the buffer,
-// as the drain does, so a shutdown never begins new work.
+// loop handles the messages handed to it until the buffer is closed. Once
+// stopping is done it starts nothing more: it returns what it takes, as
+// the drain does, so a shutdown never begins new work.
 func (w *workers) loop(wk *worker) {
-	for d := range w.buffer {
+	for {
+		d, ok := w.handoff.take()
+		if !ok {
+			return
+		}
 		if w.stopping.Err() != nil {
 			if d.move(stateBuffered, stateReturned) {
 				w.b.returnUnstarted(d.msg)

@@ -1,0 +1,81 @@
+package runtime
+
+import (
+	"testing"
+	"time"
+
+	"github.com/jetfn/jetfn/runtime/runtimetest"
+)
+
+// TestHandoffReleaseBuffers: a give that waits for a worker ends when it is
+// released, its delivery in the buffer; later gives go behind it, and
+// workers take them in order.
+func TestHandoffReleaseBuffers(t *testing.T) {
+	h := newHandoff(4)
+	first, second := &delivery{}, &delivery{}
+	gave := make(chan struct{})
+	go func() {
+		h.give(first, nil)
+		close(gave)
+	}()
+	runtimetest.Eventually(t, 5*time.Second, "the waiting give released", func() bool {
+		h.release()
+		select {
+		case <-gave:
+			return true
+		default:
+			return false
+		}
+	})
+	if n := h.buffered(); n != 1 {
+		t.Fatalf("buffered = %d after the release, want 1", n)
+	}
+	h.give(second, nil) // behind the buffered one: it must not wait
+	for i, want := range []*delivery{first, second} {
+		if d, ok := h.take(); !ok || d != want {
+			t.Fatalf("take %d returned another delivery (ok %v)", i+1, ok)
+		}
+	}
+}
+
+// TestHandoffStopping: once the run is stopping a give buffers at once, for
+// the workers to return, and closing ends the takes.
+func TestHandoffStopping(t *testing.T) {
+	h := newHandoff(1)
+	stopping := make(chan struct{})
+	close(stopping)
+	d := &delivery{}
+	h.give(d, stopping)
+	h.close()
+	if got, ok := h.take(); !ok || got != d {
+		t.Fatal("the stopping give's delivery is not in the buffer")
+	}
+	if _, ok := h.take(); ok {
+		t.Fatal("take after close and empty returned a delivery")
+	}
+}
+
+// TestHandoffWaitsForAWorker: a give that finds no worker waiting does not
+// buffer: it waits until a worker takes the delivery from it.
+func TestHandoffWaitsForAWorker(t *testing.T) {
+	h := newHandoff(1)
+	d := &delivery{}
+	gave := make(chan struct{})
+	go func() {
+		h.give(d, nil)
+		close(gave)
+	}()
+	var got *delivery
+	runtimetest.Eventually(t, 5*time.Second, "the give waiting for a worker", func() bool {
+		select {
+		case got = <-h.direct: // what take does
+			return true
+		default:
+			return false
+		}
+	})
+	<-gave
+	if got != d || h.buffered() != 0 {
+		t.Fatalf("the worker got another delivery (%v), or %d buffered", got != d, h.buffered())
+	}
+}
