@@ -11,11 +11,11 @@ import (
 // released, its delivery in the buffer; later gives go behind it, and
 // workers take them in order.
 func TestHandoffReleaseBuffers(t *testing.T) {
-	h := newHandoff(4)
+	h := newHandoff(4, 1)
 	first, second := &delivery{}, &delivery{}
 	gave := make(chan struct{})
 	go func() {
-		h.give(first, nil)
+		h.give(first, nil, 0)
 		close(gave)
 	}()
 	runtimetest.Eventually(t, 5*time.Second, "the waiting give released", func() bool {
@@ -30,7 +30,7 @@ func TestHandoffReleaseBuffers(t *testing.T) {
 	if n := h.buffered(); n != 1 {
 		t.Fatalf("buffered = %d after the release, want 1", n)
 	}
-	h.give(second, nil) // behind the buffered one: it must not wait
+	h.give(second, nil, 0) // behind the buffered one: it must not wait
 	for i, want := range []*delivery{first, second} {
 		if d, ok := h.take(); !ok || d != want {
 			t.Fatalf("take %d returned another delivery (ok %v)", i+1, ok)
@@ -41,11 +41,11 @@ func TestHandoffReleaseBuffers(t *testing.T) {
 // TestHandoffStopping: once the run is stopping a give buffers at once, for
 // the workers to return, and closing ends the takes.
 func TestHandoffStopping(t *testing.T) {
-	h := newHandoff(1)
+	h := newHandoff(1, 1)
 	stopping := make(chan struct{})
 	close(stopping)
 	d := &delivery{}
-	h.give(d, stopping)
+	h.give(d, stopping, 0)
 	h.close()
 	if got, ok := h.take(); !ok || got != d {
 		t.Fatal("the stopping give's delivery is not in the buffer")
@@ -58,11 +58,11 @@ func TestHandoffStopping(t *testing.T) {
 // TestHandoffWaitsForAWorker: a give that finds no worker waiting does not
 // buffer: it waits until a worker takes the delivery from it.
 func TestHandoffWaitsForAWorker(t *testing.T) {
-	h := newHandoff(1)
+	h := newHandoff(1, 1)
 	d := &delivery{}
 	gave := make(chan struct{})
 	go func() {
-		h.give(d, nil)
+		h.give(d, nil, 0)
 		close(gave)
 	}()
 	var got *delivery

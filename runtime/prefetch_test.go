@@ -174,30 +174,40 @@ func (e *testEnv) otherInstance() func() (taken, redelivered int) {
 	return func() (int, int) { return int(taken.Load()), int(redelivered.Load()) }
 }
 
-// TestMessagesBehindAWaitingHandoffKeptAlive: while every worker is busy
-// the puller waits to hand the next message over (handoff.go), and the
-// messages behind it wait in nats.go's queue, where the keeper cannot see
-// them. The keeper's tick must end that wait, so they reach the buffer and
-// are kept alive: here the one worker is busy for three ack waits, and a
-// second instance takes any message whose ack wait runs out.
+// TestMessagesBehindAWaitingHandoffKeptAlive: a message that arrives alone
+// while every worker is busy waits in the puller for a worker
+// (handoff.go), and the messages that arrive after it wait in nats.go's
+// queue, where the keeper cannot see them. The keeper's tick must end that
+// wait, so they reach the buffer and are kept alive: here the one worker
+// is busy for three ack waits, and a second instance takes any message
+// whose ack wait runs out.
 func TestMessagesBehindAWaitingHandoffKeptAlive(t *testing.T) {
 	env := newEnv(t)
 	const backlog = 4
-	if err := ensureStream(context.Background(), env.js, manifest.StreamSpec{Name: "TEST", Subjects: []string{"test.>"}, Storage: "file", Replicas: 1}); err != nil {
-		t.Fatal(err)
-	}
-	for i := range backlog {
-		env.publish("test.in", fmt.Sprint(i))
-	}
+	started := make(chan struct{})
 	var calls atomic.Int32
 	busyFirst := jetfn.HandlerFunc(func(ctx context.Context, msg jetfn.Msg) error {
 		if calls.Add(1) == 1 {
+			close(started)
 			return slowHandler(3*time.Second)(ctx, msg)
 		}
 		return nil
 	})
 	r := env.start(testManifest(t, "    ackWait: 1s\n    concurrency: 1\n    prefetch: 3\n    maxDeliver: 20\n"), busyFirst)
-	other := env.otherInstance()
+	env.publish("test.in", "0")
+	<-started
+	env.publish("test.in", "1") // alone: the puller waits to hand it over
+	b := r.rt.bindingOf(t, "fn")
+	runtimetest.Eventually(t, 10*time.Second, "the second message held", func() bool {
+		return b.unsettled.count(stateBuffered) == 1
+	})
+	env.publish("test.in", "2")
+	env.publish("test.in", "3")
+	runtimetest.Eventually(t, 10*time.Second, "all four delivered", func() bool {
+		ci := env.consumerInfo("TEST", "fn")
+		return ci.NumPending == 0 && ci.NumAckPending == backlog
+	})
+	other := env.otherInstance() // from now on it takes whatever is redelivered
 	runtimetest.Eventually(t, 30*time.Second, "backlog handled", func() bool {
 		return env.settled("TEST", "fn", backlog)
 	})

@@ -117,7 +117,10 @@ func (p *puller) receive(m *nats.Msg) {
 		p.credits.release(1)
 		return
 	}
-	p.handoff.give(p.b.unsettled.add(m, now), p.stopping.Done())
+	// nats.go counts the message of the running callback as pending until
+	// the next one starts.
+	pending, _, _ := p.sub.Pending()
+	p.handoff.give(p.b.unsettled.add(m, now), p.stopping.Done(), pending-1)
 }
 
 // status reads one status reply. 100 is an idle heartbeat; 408 (the request
