@@ -11,7 +11,7 @@ import (
 // released, its delivery in the buffer; later gives go behind it, and
 // workers take them in order.
 func TestHandoffReleaseBuffers(t *testing.T) {
-	h := newHandoff(4, 1)
+	h := newHandoff(4, 2)
 	first, second := &delivery{}, &delivery{}
 	gave := make(chan struct{})
 	go func() {
@@ -41,7 +41,7 @@ func TestHandoffReleaseBuffers(t *testing.T) {
 // TestHandoffStopping: once the run is stopping a give buffers at once, for
 // the workers to return, and closing ends the takes.
 func TestHandoffStopping(t *testing.T) {
-	h := newHandoff(1, 1)
+	h := newHandoff(1, 2)
 	stopping := make(chan struct{})
 	close(stopping)
 	d := &delivery{}
@@ -58,7 +58,7 @@ func TestHandoffStopping(t *testing.T) {
 // TestHandoffWaitsForAWorker: a give that finds no worker waiting does not
 // buffer: it waits until a worker takes the delivery from it.
 func TestHandoffWaitsForAWorker(t *testing.T) {
-	h := newHandoff(1, 1)
+	h := newHandoff(1, 2)
 	d := &delivery{}
 	gave := make(chan struct{})
 	go func() {
@@ -77,5 +77,26 @@ func TestHandoffWaitsForAWorker(t *testing.T) {
 	<-gave
 	if got != d || h.buffered() != 0 {
 		t.Fatalf("the worker got another delivery (%v), or %d buffered", got != d, h.buffered())
+	}
+}
+
+// TestHandoffOneWorkerBuffers: with a single worker there is no waiting
+// (it would cost switches and share no write), nor with a backlog of as
+// many messages as workers behind the delivery.
+func TestHandoffOneWorkerBuffers(t *testing.T) {
+	for _, tt := range []struct {
+		name            string
+		workers, behind int
+	}{
+		{name: "one worker", workers: 1, behind: 0},
+		{name: "a backlog behind", workers: 4, behind: 4},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHandoff(1, tt.workers)
+			go h.give(&delivery{}, nil, tt.behind) // no worker takes: a wait would never buffer
+			runtimetest.Eventually(t, 5*time.Second, "the delivery buffered", func() bool {
+				return h.buffered() == 1
+			})
+		})
 	}
 }

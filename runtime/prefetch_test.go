@@ -178,32 +178,34 @@ func (e *testEnv) otherInstance() func() (taken, redelivered int) {
 // while every worker is busy waits in the puller for a worker
 // (handoff.go), and the messages that arrive after it wait in nats.go's
 // queue, where the keeper cannot see them. The keeper's tick must end that
-// wait, so they reach the buffer and are kept alive: here the one worker
-// is busy for three ack waits, and a second instance takes any message
-// whose ack wait runs out.
+// wait, so they reach the buffer and are kept alive: here both workers are
+// busy for three ack waits, and a second instance takes any message whose
+// ack wait runs out.
 func TestMessagesBehindAWaitingHandoffKeptAlive(t *testing.T) {
 	env := newEnv(t)
-	const backlog = 4
-	started := make(chan struct{})
+	const backlog = 5
+	started := make(chan struct{}, 2)
 	var calls atomic.Int32
-	busyFirst := jetfn.HandlerFunc(func(ctx context.Context, msg jetfn.Msg) error {
-		if calls.Add(1) == 1 {
-			close(started)
+	busyFirstTwo := jetfn.HandlerFunc(func(ctx context.Context, msg jetfn.Msg) error {
+		if calls.Add(1) <= 2 {
+			started <- struct{}{}
 			return slowHandler(3*time.Second)(ctx, msg)
 		}
 		return nil
 	})
-	r := env.start(testManifest(t, "    ackWait: 1s\n    concurrency: 1\n    prefetch: 3\n    maxDeliver: 20\n"), busyFirst)
-	env.publish("test.in", "0")
-	<-started
-	env.publish("test.in", "1") // alone: the puller waits to hand it over
+	r := env.start(testManifest(t, "    ackWait: 1s\n    concurrency: 2\n    prefetch: 3\n    maxDeliver: 20\n"), busyFirstTwo)
+	for i := range 2 {
+		env.publish("test.in", fmt.Sprint(i))
+		<-started
+	}
+	env.publish("test.in", "2") // alone: the puller waits to hand it over
 	b := r.rt.bindingOf(t, "fn")
-	runtimetest.Eventually(t, 10*time.Second, "the second message held", func() bool {
+	runtimetest.Eventually(t, 10*time.Second, "the third message held", func() bool {
 		return b.unsettled.count(stateBuffered) == 1
 	})
-	env.publish("test.in", "2")
 	env.publish("test.in", "3")
-	runtimetest.Eventually(t, 10*time.Second, "all four delivered", func() bool {
+	env.publish("test.in", "4")
+	runtimetest.Eventually(t, 10*time.Second, "all five delivered", func() bool {
 		ci := env.consumerInfo("TEST", "fn")
 		return ci.NumPending == 0 && ci.NumAckPending == backlog
 	})

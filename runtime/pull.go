@@ -119,7 +119,7 @@ func (p *puller) receive(m *nats.Msg) {
 	}
 	// nats.go counts the message of the running callback as pending until
 	// the next one starts.
-	pending, _, _ := p.sub.Pending()
+	pending, _, _ := m.Sub.Pending()
 	p.handoff.give(p.b.unsettled.add(m, now), p.stopping.Done(), pending-1)
 }
 
