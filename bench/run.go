@@ -74,13 +74,6 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	started := time.Now()
 	r := &runner{cfg: cfg, machine: describeMachine()}
-	if len(cfg.Sessions) > 0 {
-		stop, err := r.startMongo(ctx)
-		if err != nil {
-			return nil, err
-		}
-		defer stop()
-	}
 	if cfg.Trace {
 		sink, err := startTraceSink()
 		if err != nil {
@@ -91,6 +84,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	report := &Report{Machine: r.machine, Repetitions: cfg.Repetitions, Config: cfg}
 	for _, c := range r.cases() {
+		// FerretDB starts with the first e2e case, not before: in the
+		// parent, beside every case's server, its goroutines would weigh
+		// on the cases that do not use it.
+		if c.workload == WorkloadSession && r.db == nil {
+			stop, err := r.startMongo(ctx)
+			if err != nil {
+				return nil, err
+			}
+			defer stop()
+		}
 		row, err := r.runCase(ctx, c)
 		if err != nil {
 			return nil, fmt.Errorf("case %s: %w", c.slug(), err)
