@@ -1,11 +1,12 @@
 package runtime
 
 // handoff is how a pulled delivery reaches a worker. While the buffer is
-// empty and fewer messages than workers wait behind it, the puller hands a
-// delivery straight to a worker and, when every worker is busy, waits for
-// the first to come back, as nats.go's Consume does. Otherwise, or once
-// that wait is released, the delivery goes to the buffer, and while the
-// buffer holds anything every delivery goes behind it.
+// empty and fewer messages than workers wait behind it, the puller of a
+// function with several workers hands a delivery straight to a worker and,
+// when every worker is busy, waits for the first to come back, as nats.go's
+// Consume does. Otherwise, or once that wait is released, the delivery goes
+// to the buffer, and while the buffer holds anything every delivery goes
+// behind it.
 //
 // Waiting matters for speed: a worker that comes back to a waiting puller
 // takes its next message without parking, so the acks of several messages
@@ -19,7 +20,7 @@ package runtime
 // backlog buffered, 1.04×. A single worker gains nothing from the wait
 // either (0.69 writes a message at concurrency 1 with it and without) and
 // pays the same switches: 1.18× raw's CPU in the budget c=1 P=1 row with
-// it, 1.00× without.
+// it, 0.97× without.
 //
 // The wait is bounded, because while the puller waits the messages behind
 // it sit in nats.go's queue, where neither the keeper nor the pull watch
@@ -48,11 +49,11 @@ func newHandoff(capacity, workers int) *handoff {
 }
 
 // give hands d to a worker, or to the buffer: at once when the buffer holds
-// anything, at least h.workers messages wait behind d (behind) or there is
-// one worker, else once
-// the wait for a worker is released or the run is stopping (the workers
-// return what they take then). Only the puller gives, so while it waits on
-// direct the buffer is empty and order is kept.
+// anything, when at least h.workers messages wait behind d (behind) or
+// when there is one worker; else once the wait for a worker is released or
+// the run is stopping (the workers return what they take then). Only the
+// puller gives, so while it waits on direct the buffer is empty and order
+// is kept.
 func (h *handoff) give(d *delivery, stopping <-chan struct{}, behind int) {
 	if len(h.buffer) == 0 && h.workers > 1 && behind < h.workers {
 		select {
