@@ -83,16 +83,22 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		r.traceSink = sink
 	}
 	report := &Report{Machine: r.machine, Repetitions: cfg.Repetitions, Config: cfg}
+	stopMongo := func() {}
+	defer func() { stopMongo() }()
 	for _, c := range r.cases() {
-		// FerretDB starts with the first e2e case, not before: in the
-		// parent, beside every case's server, its goroutines would weigh
-		// on the cases that do not use it.
-		if c.workload == WorkloadSession && r.db == nil {
+		// FerretDB runs for the e2e cases only: in the parent, beside
+		// every case's server, its goroutines would weigh on the cases that
+		// do not use it.
+		switch {
+		case c.workload == WorkloadSession && r.db == nil:
 			stop, err := r.startMongo(ctx)
 			if err != nil {
 				return nil, err
 			}
-			defer stop()
+			stopMongo = stop
+		case c.workload != WorkloadSession && r.db != nil:
+			stopMongo()
+			stopMongo, r.db, r.mongoURI = func() {}, nil, ""
 		}
 		row, err := r.runCase(ctx, c)
 		if err != nil {

@@ -13,7 +13,8 @@
 // One message's life, from the credit its pull takes to its Ack, retry,
 // dead letter (deadletter.go) or return, with the InProgress that keeps it
 // alive, reads top to bottom in message.go. pull.go asks JetStream for
-// messages on one long-lived subscription per function; runcontext.go is
+// messages on one long-lived subscription per function, and handoff.go is
+// how each reaches a worker or the buffer; runcontext.go is
 // the context a handler runs with; binding.go wires one function's puller,
 // keeper and workers (workers.go) together; tracing.go is the OpenTelemetry
 // seam: a span per handler run and per output, only with

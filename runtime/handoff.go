@@ -1,5 +1,7 @@
 package runtime
 
+import "sync/atomic"
+
 // handoff is how a pulled delivery reaches a worker. While the buffer is
 // empty and fewer messages than workers wait behind it, the puller of a
 // function with several workers hands a delivery straight to a worker and,
@@ -26,20 +28,27 @@ package runtime
 //
 // The wait is bounded, because while the puller waits the messages behind
 // it sit in nats.go's queue, where neither the keeper nor the pull watch
-// sees them: every tick of either ends the wait (release), and the waiting
-// delivery, already in the unsettled set and kept alive, goes to the
-// buffer. So a message is unseen for at most one keeper tick (a quarter of
-// its heartbeat) or one pull-watch tick (pullHeartbeat/2), whichever comes
+// sees them. Every tick of either releases the handoff: a waiting delivery,
+// already in the unsettled set and kept alive, goes to the buffer, and so
+// does every delivery after it until one arrives with nothing queued
+// behind it, so none of those that queued during the waits waits again.
+// So a message is unseen for at most one keeper tick (a quarter of its
+// heartbeat) or one pull-watch tick (pullHeartbeat/2), whichever comes
 // first, and its first InProgress lands within 1.25 heartbeats of its
 // delivery: at most 5/8 of ackWait, since heartbeat is at most half.
 type handoff struct {
-	// buffer holds the deliveries that found every worker busy: at most
-	// concurrency plus the prefetch allowance, so a give never blocks on it.
+	// buffer holds the deliveries that found every worker busy. It holds
+	// concurrency plus the prefetch allowance, all the credits allow, so a
+	// give blocks on it only for stragglers of a request given up on
+	// (credits).
 	buffer chan *delivery
 	// direct is unbuffered: a send completes only as a worker takes it.
 	direct chan *delivery
 	// spill is unbuffered: a receive ends the puller's wait on direct.
 	spill chan struct{}
+	// flush, set by release, buffers every delivery until one comes with
+	// nothing queued behind it.
+	flush atomic.Bool
 	// workers is the binding's concurrency: with that many messages behind
 	// a delivery, or with a single worker, it is buffered without waiting.
 	workers int
@@ -50,13 +59,21 @@ func newHandoff(capacity, workers int) *handoff {
 		direct: make(chan *delivery), spill: make(chan struct{}), workers: workers}
 }
 
-// give hands d to a worker, or to the buffer: at once when the buffer holds
-// anything, when at least h.workers messages wait behind d (behind) or
-// when there is one worker; else once the wait for a worker is released or
-// the run is stopping (the workers return what they take then). Only the
-// puller gives, so while it waits on direct the buffer is empty and order
-// is kept.
+// give hands d to a worker, or to the buffer: at once after a release until
+// a delivery comes with nothing behind it (behind: the messages queued
+// after d), when the buffer holds anything, when at least h.workers
+// messages are behind d or when there is one worker; else once the wait
+// for a worker is released or the run is stopping (the workers return what
+// they take then). Only the puller gives, so while it waits on direct the
+// buffer is empty and order is kept.
 func (h *handoff) give(d *delivery, stopping <-chan struct{}, behind int) {
+	if h.flush.Load() {
+		if behind <= 0 {
+			h.flush.Store(false) // what queued before the release is through
+		}
+		h.buffer <- d
+		return
+	}
 	if len(h.buffer) == 0 && h.workers > 1 && behind < h.workers {
 		select {
 		case h.direct <- d: // a worker was waiting
@@ -83,8 +100,10 @@ func (h *handoff) take() (*delivery, bool) {
 	}
 }
 
-// release ends a give that waits for a worker, if one does.
+// release ends a give that waits for a worker, if one does, and buffers
+// the deliveries after it until the queue behind them is empty.
 func (h *handoff) release() {
+	h.flush.Store(true)
 	select {
 	case h.spill <- struct{}{}:
 	default:
@@ -94,6 +113,7 @@ func (h *handoff) release() {
 // buffered is how many deliveries wait in the buffer.
 func (h *handoff) buffered() int { return len(h.buffer) }
 
-// close ends the workers' takes once the buffer is empty. Nothing gives
-// after it: the puller's subscription has ended.
+// close ends the workers' takes once the buffer is empty. Nothing may give
+// after it: it is called once the puller's subscription has ended (stop
+// waits a pull's wait for its last callback).
 func (h *handoff) close() { close(h.buffer) }

@@ -100,3 +100,35 @@ func TestHandoffOneWorkerBuffers(t *testing.T) {
 		})
 	}
 }
+
+// TestHandoffReleaseFlushesTheQueue: after a release, even with no give
+// waiting, every delivery goes to the buffer until one comes with nothing
+// queued behind it, so none of those that queued during a wait waits
+// again; after that one the handoff waits for a worker again.
+func TestHandoffReleaseFlushesTheQueue(t *testing.T) {
+	h := newHandoff(4, 4)
+	h.release()
+	for i, behind := range []int{2, 1, 0} {
+		go h.give(&delivery{}, nil, behind) // would wait for a worker without the release
+		runtimetest.Eventually(t, 5*time.Second, "the delivery buffered", func() bool {
+			return h.buffered() == i+1
+		})
+	}
+	for range 3 {
+		h.take()
+	}
+	d := &delivery{}
+	go h.give(d, nil, 0)
+	var got *delivery
+	runtimetest.Eventually(t, 5*time.Second, "the next give waiting for a worker", func() bool {
+		select {
+		case got = <-h.direct:
+			return true
+		default:
+			return false
+		}
+	})
+	if got != d {
+		t.Fatal("the worker got another delivery")
+	}
+}

@@ -177,10 +177,11 @@ func (e *testEnv) otherInstance() func() (taken, redelivered int) {
 // TestMessagesBehindAWaitingHandoffKeptAlive: a message that arrives alone
 // while every worker is busy waits in the puller for a worker
 // (handoff.go), and the messages that arrive after it wait in nats.go's
-// queue, where the keeper cannot see them. The keeper's tick must end that
-// wait, so they reach the buffer and are kept alive: here both workers are
-// busy for three ack waits, and a second instance takes any message whose
-// ack wait runs out.
+// queue, where the keeper cannot see them. A tick of the keeper or of the
+// pull watch must end that wait, so they reach the buffer and are kept
+// alive: here both workers are busy for three ack waits, and a second
+// instance takes any message whose ack wait runs out. (Without either
+// release two are redelivered to it; either one alone is enough.)
 func TestMessagesBehindAWaitingHandoffKeptAlive(t *testing.T) {
 	env := newEnv(t)
 	const backlog = 5
