@@ -83,22 +83,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		r.traceSink = sink
 	}
 	report := &Report{Machine: r.machine, Repetitions: cfg.Repetitions, Config: cfg}
-	stopMongo := func() {}
-	defer func() { stopMongo() }()
+	defer r.endMongo()
 	for _, c := range r.cases() {
-		// FerretDB runs for the e2e cases only: in the parent, beside
-		// every case's server, its goroutines would weigh on the cases that
-		// do not use it.
-		switch {
-		case c.workload == WorkloadSession && r.db == nil:
-			stop, err := r.startMongo(ctx)
-			if err != nil {
-				return nil, err
-			}
-			stopMongo = stop
-		case c.workload != WorkloadSession && r.db != nil:
-			stopMongo()
-			stopMongo, r.db, r.mongoURI = func() {}, nil, ""
+		if err := r.mongoFor(ctx, c); err != nil {
+			return nil, err
 		}
 		row, err := r.runCase(ctx, c)
 		if err != nil {
@@ -117,6 +105,7 @@ type runner struct {
 	cfg       Config
 	machine   Machine
 	mongoURI  string
+	stopMongo func() // set while FerretDB runs (mongoFor)
 	db        *mongo.Database
 	traceSink *traceSink // with Config.Trace
 }
@@ -319,6 +308,31 @@ func (r *runner) dbName() string {
 		return ""
 	}
 	return r.db.Name()
+}
+
+// mongoFor starts FerretDB before the first e2e case and stops it after
+// the last: in the parent, beside every case's server, its goroutines
+// would weigh on the cases that do not use it.
+func (r *runner) mongoFor(ctx context.Context, c caseKey) error {
+	switch need := c.workload == WorkloadSession; {
+	case need && r.stopMongo == nil:
+		stop, err := r.startMongo(ctx)
+		if err != nil {
+			return err
+		}
+		r.stopMongo = stop
+	case !need:
+		r.endMongo()
+	}
+	return nil
+}
+
+// endMongo stops FerretDB if it runs.
+func (r *runner) endMongo() {
+	if r.stopMongo != nil {
+		r.stopMongo()
+		r.stopMongo, r.db, r.mongoURI = nil, nil, ""
+	}
 }
 
 // startMongo starts FerretDB for the e2e cases and seeds the segments of

@@ -30,7 +30,10 @@ func TestHandoffReleaseBuffers(t *testing.T) {
 	if n := h.buffered(); n != 1 {
 		t.Fatalf("buffered = %d after the release, want 1", n)
 	}
-	h.give(second, nil, 0) // behind the buffered one: it must not wait
+	go h.give(second, nil, 0) // behind the buffered one: it must not wait
+	runtimetest.Eventually(t, 5*time.Second, "the second delivery buffered behind the first", func() bool {
+		return h.buffered() == 2
+	})
 	for i, want := range []*delivery{first, second} {
 		if d, ok := h.take(); !ok || d != want {
 			t.Fatalf("take %d returned another delivery (ok %v)", i+1, ok)
@@ -45,7 +48,16 @@ func TestHandoffStopping(t *testing.T) {
 	stopping := make(chan struct{})
 	close(stopping)
 	d := &delivery{}
-	h.give(d, stopping, 0)
+	gave := make(chan struct{})
+	go func() {
+		h.give(d, stopping, 0)
+		close(gave)
+	}()
+	select {
+	case <-gave:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the give waited for a worker although the run is stopping")
+	}
 	h.close()
 	if got, ok := h.take(); !ok || got != d {
 		t.Fatal("the stopping give's delivery is not in the buffer")
