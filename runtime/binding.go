@@ -56,8 +56,8 @@ func (b *binding) run(ctx context.Context, drainTimeout time.Duration) {
 	defer cancelHandlers()
 	w := &workers{b: b, stopping: ctx, handlerCtx: handlerCtx, credits: newCredits(),
 		handoff: newHandoff(b.spec.Concurrency+b.maxPrefetch(), b.spec.Concurrency)}
-	for range b.spec.Concurrency {
-		w.start()
+	for slot := range b.spec.Concurrency {
+		w.start(slot)
 	}
 	// The keeper and the consumer watch outlive ctx: running handlers need
 	// heartbeats (and a consumer) while the drain waits for them.

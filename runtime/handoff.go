@@ -59,32 +59,36 @@ func newHandoff(capacity, workers int) *handoff {
 		direct: make(chan *delivery), spill: make(chan struct{}), workers: workers}
 }
 
-// give hands d to a worker, or to the buffer: at once after a release until
-// a delivery comes with nothing behind it (behind: the messages queued
-// after d), when the buffer holds anything, when at least h.workers
-// messages are behind d or when there is one worker; else once the wait
-// for a worker is released or the run is stopping (the workers return what
-// they take then). Only the puller gives, so while it waits on direct the
-// buffer is empty and order is kept.
-func (h *handoff) give(d *delivery, stopping <-chan struct{}, behind int) {
+// give hands d to a worker, or to the buffer: to a worker already waiting
+// while the buffer is empty; else to the buffer at once after a release
+// until a delivery comes with nothing behind it (behind counts the
+// messages queued after d; it is asked only then and before a wait, as it
+// takes the subscription's lock), when the buffer holds anything, when at
+// least h.workers messages are behind d or when there is one worker; else
+// once the wait for a worker is released or the run is stopping (the
+// workers return what they take then). Only the puller gives, so while it
+// waits on direct the buffer is empty and order is kept.
+func (h *handoff) give(d *delivery, stopping <-chan struct{}, behind func(*delivery) int) {
 	if h.flush.Load() {
-		if behind <= 0 {
+		if behind(d) <= 0 {
 			h.flush.Store(false) // what queued before the release is through
 		}
 		h.buffer <- d
 		return
 	}
-	if len(h.buffer) == 0 && h.workers > 1 && behind < h.workers {
+	if len(h.buffer) == 0 {
 		select {
 		case h.direct <- d: // a worker was waiting
 			return
 		default:
 		}
-		select {
-		case h.direct <- d:
-			return
-		case <-h.spill:
-		case <-stopping:
+		if h.workers > 1 && behind(d) < h.workers {
+			select {
+			case h.direct <- d:
+				return
+			case <-h.spill:
+			case <-stopping:
+			}
 		}
 	}
 	h.buffer <- d

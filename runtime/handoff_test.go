@@ -15,7 +15,7 @@ func TestHandoffReleaseBuffers(t *testing.T) {
 	first, second := &delivery{}, &delivery{}
 	gave := make(chan struct{})
 	go func() {
-		h.give(first, nil, 0)
+		h.give(first, nil, queued(0))
 		close(gave)
 	}()
 	runtimetest.Eventually(t, 5*time.Second, "the waiting give released", func() bool {
@@ -30,7 +30,7 @@ func TestHandoffReleaseBuffers(t *testing.T) {
 	if n := h.buffered(); n != 1 {
 		t.Fatalf("buffered = %d after the release, want 1", n)
 	}
-	go h.give(second, nil, 0) // behind the buffered one: it must not wait
+	go h.give(second, nil, queued(0)) // behind the buffered one: it must not wait
 	runtimetest.Eventually(t, 5*time.Second, "the second delivery buffered behind the first", func() bool {
 		return h.buffered() == 2
 	})
@@ -50,7 +50,7 @@ func TestHandoffStopping(t *testing.T) {
 	d := &delivery{}
 	gave := make(chan struct{})
 	go func() {
-		h.give(d, stopping, 0)
+		h.give(d, stopping, queued(0))
 		close(gave)
 	}()
 	select {
@@ -74,7 +74,7 @@ func TestHandoffWaitsForAWorker(t *testing.T) {
 	d := &delivery{}
 	gave := make(chan struct{})
 	go func() {
-		h.give(d, nil, 0)
+		h.give(d, nil, queued(0))
 		close(gave)
 	}()
 	var got *delivery
@@ -105,7 +105,7 @@ func TestHandoffOneWorkerBuffers(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHandoff(1, tt.workers)
-			go h.give(&delivery{}, nil, tt.behind) // no worker takes: a wait would never buffer
+			go h.give(&delivery{}, nil, queued(tt.behind)) // no worker takes: a wait would never buffer
 			runtimetest.Eventually(t, 5*time.Second, "the delivery buffered", func() bool {
 				return h.buffered() == 1
 			})
@@ -121,7 +121,7 @@ func TestHandoffReleaseFlushesTheQueue(t *testing.T) {
 	h := newHandoff(4, 4)
 	h.release()
 	for i, behind := range []int{2, 1, 0} {
-		go h.give(&delivery{}, nil, behind) // would wait for a worker without the release
+		go h.give(&delivery{}, nil, queued(behind)) // would wait for a worker without the release
 		runtimetest.Eventually(t, 5*time.Second, "the delivery buffered", func() bool {
 			return h.buffered() == i+1
 		})
@@ -130,7 +130,7 @@ func TestHandoffReleaseFlushesTheQueue(t *testing.T) {
 		h.take()
 	}
 	d := &delivery{}
-	go h.give(d, nil, 0)
+	go h.give(d, nil, queued(0))
 	var got *delivery
 	runtimetest.Eventually(t, 5*time.Second, "the next give waiting for a worker", func() bool {
 		select {
@@ -144,3 +144,6 @@ func TestHandoffReleaseFlushesTheQueue(t *testing.T) {
 		t.Fatal("the worker got another delivery")
 	}
 }
+
+// queued is a give's count of the messages behind, fixed at n.
+func queued(n int) func(*delivery) int { return func(*delivery) int { return n } }

@@ -55,9 +55,9 @@ const (
 type delivery struct {
 	msg   *nats.Msg
 	state atomic.Int32
-	// Guarded by unsettledSet.mu. lastBeat is when the server's ack-wait timer
-	// was last reset: the pull, then every InProgress. worker is set when a
-	// worker starts it.
+	// lastBeat, guarded by unsettledSet.mu, is when the server's ack-wait
+	// timer was last reset: the pull, then every InProgress. worker is set
+	// when a worker starts it, before its state says so (start).
 	lastBeat time.Time
 	worker   *worker
 	// run is the handler's context while it runs. It is the message's own,
@@ -314,14 +314,16 @@ func (t *unsettledSet) count(state deliveryState) int {
 // after deadline (never, if zero); false if the drain took it. It leaves
 // lastBeat alone: the server's timer has run since the last InProgress,
 // whatever the worker does, so the keeper must beat it on that clock.
+//
+// It takes no lock, as it runs for every message: the keeper reads d.worker
+// and wk's fields only for a delivery it sees running, and the
+// compare-and-swap that makes d running follows their writes. Nothing reads
+// them still for wk's previous delivery: that one was settled (under the
+// lock), returned or abandoned, and wk starts nothing after an
+// abandonment.
 func (t *unsettledSet) start(d *delivery, meta jetfn.Msg, deadline time.Time, wk *worker) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if !d.move(stateBuffered, stateRunning) {
-		return false
-	}
 	wk.meta, wk.deadline, d.worker = meta, deadline, wk
-	return true
+	return d.move(stateBuffered, stateRunning)
 }
 
 // process handles one delivery on worker wk, then settles it, and returns
@@ -356,8 +358,7 @@ func (b *binding) process(ctx context.Context, d *delivery, wk *worker) delivery
 		b.deadLetter(m, msg, errExhausted(b.spec.MaxDeliver))
 		return stateSettled
 	}
-	b.stats.inFlight.Add(1)
-	defer b.stats.inFlight.Add(-1)
+	wk.stats.started.Add(1)
 	if msg.NumDelivered > 1 {
 		b.stats.redeliveries.Add(1)
 	}
@@ -366,15 +367,18 @@ func (b *binding) process(ctx context.Context, d *delivery, wk *worker) delivery
 		herr = b.call(d, msg)
 	}
 	took := time.Since(start)
-	b.stats.observe(took)
+	wk.stats.observe(took)
+	wk.recent.add(took, &b.stats.ewma)
 	if b.observe != nil {
 		b.observe(b.spec.Name, took)
 	}
-	b.stats.handled.Add(1)
+	wk.stats.handled.Add(1)
 	if !b.unsettled.finish(d) {
 		return b.unfinished(d) // this late result is dropped
 	}
-	b.settle(m, msg, herr)
+	if b.settle(m, msg, herr) {
+		wk.stats.acked.Add(1)
+	}
 	return stateSettled
 }
 
@@ -511,16 +515,18 @@ func decide(err error, numDelivered uint64, p *manifest.FunctionSpec) outcome {
 	return outcome{kind: outcomeRetry, delay: p.RetryDelay(numDelivered)}
 }
 
-// settle tells JetStream the outcome that decide picked.
-func (b *binding) settle(m *nats.Msg, msg jetfn.Msg, herr error) {
+// settle tells JetStream the outcome that decide picked, and reports
+// whether that was an Ack that left: the caller counts those in its
+// worker's slot.
+func (b *binding) settle(m *nats.Msg, msg jetfn.Msg, herr error) (acked bool) {
 	out := decide(herr, msg.NumDelivered, &b.spec)
 	switch out.kind {
 	case outcomeAck:
 		if err := reply(b.js.Conn(), m, ackBody); err != nil {
 			b.msgLog(msg).Warn("acking", "err", err)
-			return
+			return false
 		}
-		b.stats.acked.Add(1)
+		return true
 	case outcomeRetry:
 		b.stats.setLastError(herr)
 		log := b.msgLog(msg)
@@ -530,6 +536,7 @@ func (b *binding) settle(m *nats.Msg, msg jetfn.Msg, herr error) {
 		b.stats.setLastError(herr)
 		b.deadLetter(m, msg, herr)
 	}
+	return false
 }
 
 func (b *binding) nak(m *nats.Msg, delay time.Duration, log *slog.Logger) {

@@ -117,10 +117,15 @@ func (p *puller) receive(m *nats.Msg) {
 		p.credits.release(1)
 		return
 	}
-	// nats.go counts the message of the running callback as pending until
-	// the next one starts.
-	pending, _, _ := m.Sub.Pending()
-	p.handoff.give(p.b.unsettled.add(m, now), p.stopping.Done(), pending-1)
+	p.handoff.give(p.b.unsettled.add(m, now), p.stopping.Done(), queuedBehind)
+}
+
+// queuedBehind is how many messages wait in the subscription's queue
+// behind d, whose callback runs: nats.go counts d as pending until the
+// next callback starts.
+func queuedBehind(d *delivery) int {
+	pending, _, _ := d.msg.Sub.Pending()
+	return pending - 1
 }
 
 // status reads one status reply. 100 is an idle heartbeat; 408 (the request

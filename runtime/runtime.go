@@ -254,7 +254,7 @@ func (r *Runtime) currentManifest() *manifest.Manifest {
 // fails leaves everything as it was.
 func (r *Runtime) prepare(spec manifest.FunctionSpec, m *manifest.Manifest) (*binding, error) {
 	log := r.opts.log.With("function", spec.Name)
-	stats := &counters{}
+	stats := newCounters(spec.Concurrency)
 	deps := jetfn.Deps{
 		Logger:    log,
 		Config:    spec.Config,

@@ -2,29 +2,30 @@ package runtime
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
 
-// TestCountersObserve: the processing-time window keeps the last
-// durationWindow runs for the average and p99, and stays consistent under
-// concurrent workers (run with -race). Pure logic.
+// TestCountersObserve: the processing-time window keeps every worker
+// slot's last runs, durationWindow in all, for the average and p99, and
+// stays consistent under concurrent workers (run with -race). Pure logic.
 func TestCountersObserve(t *testing.T) {
-	var c counters
+	c := newCounters(8)
 	if avg, p99 := c.processingTimes(); avg != 0 || p99 != 0 {
 		t.Fatalf("empty window: avg %v, p99 %v; want 0, 0", avg, p99)
 	}
 	for i := 1; i <= 100; i++ {
-		c.observe(time.Duration(i) * time.Millisecond)
+		c.slot(0).observe(time.Duration(i) * time.Millisecond)
 	}
 	if avg, p99 := c.processingTimes(); avg != 50.5 || p99 != 99 {
 		t.Fatalf("1..100 ms: avg %v, p99 %v; want 50.5, 99", avg, p99)
 	}
 	var wg sync.WaitGroup
-	for range 8 {
+	for slot := range 8 {
 		wg.Go(func() {
 			for range 1000 {
-				c.observe(time.Second)
+				c.slot(slot).observe(time.Second)
 			}
 		})
 	}
@@ -32,10 +33,59 @@ func TestCountersObserve(t *testing.T) {
 	if avg, p99 := c.processingTimes(); avg != 1000 || p99 != 1000 {
 		t.Fatalf("after 8,000 runs of 1 s: avg %v ms, p99 %v ms; want the window all 1 s", avg, p99)
 	}
-	if got := c.observed.Load(); got != 8100 {
-		t.Fatalf("observed %d runs, want 8100", got)
+	total := 0
+	for i := range c.perWorker {
+		total += len(c.perWorker[i].durations)
 	}
-	if avg := c.recentAverage(); avg < 900*time.Millisecond || avg > time.Second {
-		t.Fatalf("recent average %v, want close to 1 s", avg)
+	if total != durationWindow {
+		t.Fatalf("the window holds %d runs over 8 workers, want %d", total, durationWindow)
+	}
+}
+
+// TestCountersSnapshotSumsWorkers: handled, acked and in-flight figures are
+// the sums of the worker slots, and a run started but not handled counts
+// as in flight. Pure logic.
+func TestCountersSnapshotSumsWorkers(t *testing.T) {
+	c := newCounters(3)
+	for slot := range 3 {
+		s := c.slot(slot)
+		for range slot + 1 {
+			s.started.Add(1)
+			s.handled.Add(1)
+			s.acked.Add(1)
+		}
+	}
+	c.slot(1).started.Add(1) // running now
+	s := c.snapshot("f")
+	if s.Handled != 6 || s.Acked != 6 || s.InFlight != 1 {
+		t.Fatalf("snapshot: handled %d, acked %d, in flight %d; want 6, 6, 1", s.Handled, s.Acked, s.InFlight)
+	}
+}
+
+// TestEWMABatch: a worker folds its fast runs into the function's average
+// every ewmaBatchRuns runs, a slow run at once, and the average moves a
+// sixteenth of the way towards each run. Pure logic.
+func TestEWMABatch(t *testing.T) {
+	var avg atomic.Int64
+	var b ewmaBatch
+	for range ewmaBatchRuns - 1 {
+		b.add(time.Microsecond, &avg)
+	}
+	if got := avg.Load(); got != 0 {
+		t.Fatalf("after %d runs of 1 µs the average is %v, want nothing folded yet", ewmaBatchRuns-1, time.Duration(got))
+	}
+	b.add(time.Microsecond, &avg)
+	if got := time.Duration(avg.Load()); got != time.Microsecond {
+		t.Fatalf("after %d runs of 1 µs the average is %v, want 1µs", ewmaBatchRuns, got)
+	}
+	b.add(17*time.Millisecond, &avg)
+	if got, want := time.Duration(avg.Load()), time.Microsecond+(17*time.Millisecond-time.Microsecond)/16; got != want {
+		t.Fatalf("after one run of 17 ms the average is %v, want %v (folded at once)", got, want)
+	}
+	if got := foldAverage(0, time.Second, 200); got < 999*time.Millisecond || got > time.Second {
+		t.Fatalf("200 runs of 1 s from nothing average %v, want 1 s", got)
+	}
+	if got := foldAverage(time.Second, 0, 16); got < 340*time.Millisecond || got > 370*time.Millisecond {
+		t.Fatalf("16 runs of 0 after 1 s average %v, want about (15/16)^16 s = 356 ms", got)
 	}
 }

@@ -34,11 +34,17 @@ type worker struct {
 	// its handler is abandoned, whichever comes first.
 	once sync.Once
 	wg   *sync.WaitGroup
-	// meta and deadline are written by unsettledSet.start and read by the
-	// keeper, both under the unsettledSet's lock. deadline is when the
-	// keeper abandons the handler (zero: never).
+	// meta and deadline are written by unsettledSet.start, before the
+	// delivery is running, and read by the keeper, under the unsettledSet's
+	// lock, only while it is. deadline is when the keeper abandons the
+	// handler (zero: never).
 	meta     jetfn.Msg
 	deadline time.Time
+	// stats is the worker's slot of the function's counters; a
+	// replacement takes over the slot of the worker it replaces.
+	stats *workerCounters
+	// recent gathers its processing times for the function's average.
+	recent ewmaBatch
 }
 
 func (wk *worker) free() { wk.once.Do(wk.wg.Done) }
@@ -48,21 +54,21 @@ func (wk *worker) pastDeadline(now time.Time) bool {
 	return !wk.deadline.IsZero() && now.After(wk.deadline)
 }
 
-// start runs one more worker.
-func (w *workers) start() {
+// start runs one more worker, counting in slot.
+func (w *workers) start(slot int) {
 	w.reserve()
-	w.run(nil)
+	w.run(nil, w.b.stats.slot(slot))
 }
 
 // reserve counts a worker about to start, before anything can make the
 // wait group reach zero.
 func (w *workers) reserve() { w.wg.Add(1) }
 
-// run starts a reserved worker. Given an abandoned delivery, the worker
-// first settles it as a timed-out attempt, then takes messages like any
-// other.
-func (w *workers) run(abandoned *delivery) {
-	wk := &worker{wg: &w.wg}
+// run starts a reserved worker counting in stats. Given an abandoned
+// delivery, the worker first settles it as a timed-out attempt, then takes
+// messages like any other.
+func (w *workers) run(abandoned *delivery, stats *workerCounters) {
+	wk := &worker{wg: &w.wg, stats: stats}
 	go func() {
 		defer wk.free()
 		if abandoned != nil {
@@ -132,6 +138,6 @@ func (w *workers) abandon(d *delivery) {
 	w.b.stats.abandonedRunning.Add(1)
 	w.b.msgLog(d.worker.meta).Error("handler ignored its cancelled context past the timeout; settled its message as a failure and replaced its worker",
 		"timeout", w.b.spec.Timeout)
-	w.run(d)
+	w.run(d, d.worker.stats)
 	d.worker.free()
 }
