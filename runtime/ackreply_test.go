@@ -30,6 +30,36 @@ func TestParseAckReply(t *testing.T) {
 	}
 }
 
+// TestParseOwnAckReply: with its consumer's prefix the fast path reads
+// what parseAckReply reads, and leaves every other subject to it.
+func TestParseOwnAckReply(t *testing.T) {
+	prefix := ackPrefix("ORDERS", "fn")
+	for _, reply := range []string{
+		"$JS.ACK.ORDERS.fn.3.1042.77.1733000000000000000.5",
+		"$JS.ACK.ORDERS.fn.1.7.7.1733000000000000001.0.tok",             // a token more: not v1
+		"$JS.ACK.hub.ACCHASH.ORDERS.fn.1.7.7.1733000000000000001.0.tok", // v2
+		"$JS.ACK.ORDERS.other.3.1042.77.1733000000000000000.5",          // another consumer
+		"$JS.ACK.ORDERS.fn.3.1042.77.1733000000000000000",               // a number short
+		"$JS.ACK.ORDERS.fn.3.1042.77.1733000000000000000.",              // an empty one
+		"$JS.ACK.ORDERS.fn.3..77.1733000000000000000.5",
+		"$JS.ACK.ORDERS.fn.x.1042.77.1733000000000000000.5",
+		"$JS.ACK.ORDERS.fn.3.1042.77.17330000000000000000000.5", // 23 digits
+		"$JS.ACK.ORDERS.fn.3.1042.77.9999999999999999999.5",     // past MaxInt64
+		"$JS.ACK.ORDERS.fn.",
+		"",
+	} {
+		got, ok := parseOwnAckReply(reply, prefix, "ORDERS")
+		want, wantOK := parseAckReply(reply)
+		if got != want || ok != wantOK {
+			t.Errorf("parseOwnAckReply(%q) = %+v, %v; parseAckReply reads %+v, %v", reply, got, ok, want, wantOK)
+		}
+	}
+	if got, ok := parseOwnAckReply("$JS.ACK.ORDERS.fn.3.1042.77.1733000000000000000.5", prefix, "ORDERS"); !ok ||
+		got != (ackMeta{stream: "ORDERS", numDelivered: 3, streamSeq: 1042, timestamp: 1733000000000000000}) {
+		t.Fatalf("v1 of the own consumer: %+v, %v", got, ok)
+	}
+}
+
 // BenchmarkParseAckReply is the per-message cost of reading a delivery's
 // metadata from its reply subject; raw nats.go code that never calls
 // Metadata() does not pay it.
@@ -37,6 +67,17 @@ func BenchmarkParseAckReply(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, ok := parseAckReply("$JS.ACK.bench.bench.1.123456.123456.1733000000000000000.42"); !ok {
+			b.Fatal("refused")
+		}
+	}
+}
+
+// BenchmarkParseOwnAckReply is that cost on the path every delivery takes:
+// its own consumer's v1 subject.
+func BenchmarkParseOwnAckReply(b *testing.B) {
+	prefix := ackPrefix("bench", "bench")
+	for b.Loop() {
+		if _, ok := parseOwnAckReply("$JS.ACK.bench.bench.1.123456.123456.1733000000000000000.42", prefix, "bench"); !ok {
 			b.Fatal("refused")
 		}
 	}

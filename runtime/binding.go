@@ -26,6 +26,8 @@ type binding struct {
 	js        jetstream.JetStream
 	consumer  *consumerHandle
 	dlSubject string
+	// ackPrefix starts the ack subject of every delivery (ackPrefix()).
+	ackPrefix string
 	stats     *counters
 	log       *slog.Logger
 	unsettled unsettledSet

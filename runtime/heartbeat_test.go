@@ -117,7 +117,7 @@ func TestUnsettledStartKeepsBeatClock(t *testing.T) {
 	m, count := &nats.Msg{}, beats{}
 	d := tr.add(m, time.Now())
 	d.lastBeat = time.Now().Add(-time.Minute)
-	if !tr.start(d, jetfn.Msg{}, time.Time{}, &worker{}) {
+	if !tr.start(d, time.Time{}, &worker{}) {
 		t.Fatal("start refused a buffered delivery")
 	}
 	if got := tr.keep(time.Minute, false, nil, count.beat); got.running != 1 || count[m] != 1 {
@@ -136,7 +136,7 @@ func TestLateKeeperCancelsBeforeItAbandons(t *testing.T) {
 	d := tr.add(&nats.Msg{}, time.Now())
 	late := time.Now().Add(-time.Minute)
 	d.run.reset(context.Background(), late, 1)
-	if !tr.start(d, jetfn.Msg{}, late, &worker{}) {
+	if !tr.start(d, late, &worker{}) {
 		t.Fatal("start refused a buffered delivery")
 	}
 	reserved := 0
@@ -161,7 +161,7 @@ func TestUnsettledFinishForgets(t *testing.T) {
 	var tr unsettledSet
 	settled, returned := tr.add(&nats.Msg{}, time.Now()), tr.add(&nats.Msg{}, time.Now())
 	for _, d := range []*delivery{settled, returned} {
-		if !tr.start(d, jetfn.Msg{}, time.Time{}, &worker{}) {
+		if !tr.start(d, time.Time{}, &worker{}) {
 			t.Fatal("start refused a buffered delivery")
 		}
 	}

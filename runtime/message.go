@@ -316,13 +316,13 @@ func (t *unsettledSet) count(state deliveryState) int {
 // whatever the worker does, so the keeper must beat it on that clock.
 //
 // It takes no lock, as it runs for every message: the keeper reads d.worker
-// and wk's fields only for a delivery it sees running, and the
+// and wk's deadline only for a delivery it sees running, and the
 // compare-and-swap that makes d running follows their writes. Nothing reads
 // them still for wk's previous delivery: that one was settled (under the
 // lock), returned or abandoned, and wk starts nothing after an
 // abandonment.
-func (t *unsettledSet) start(d *delivery, meta jetfn.Msg, deadline time.Time, wk *worker) bool {
-	wk.meta, wk.deadline, d.worker = meta, deadline, wk
+func (t *unsettledSet) start(d *delivery, deadline time.Time, wk *worker) bool {
+	wk.deadline, d.worker = deadline, wk
 	return d.move(stateBuffered, stateRunning)
 }
 
@@ -332,7 +332,7 @@ func (t *unsettledSet) start(d *delivery, meta jetfn.Msg, deadline time.Time, wk
 // handler outlives the timeout.
 func (b *binding) process(ctx context.Context, d *delivery, wk *worker) deliveryState {
 	m := d.msg
-	msg, err := toMsg(m)
+	msg, err := b.toMsg(m)
 	if err != nil {
 		b.log.Error("reading message metadata", "err", err)
 		return stateBuffered // never started: the caller forgets it
@@ -346,7 +346,7 @@ func (b *binding) process(ctx context.Context, d *delivery, wk *worker) delivery
 		deadline = timeout.Add(b.keepTick())
 	}
 	d.run.reset(ctx, timeout, msg.NumDelivered)
-	if !b.unsettled.start(d, msg, deadline, wk) {
+	if !b.unsettled.start(d, deadline, wk) {
 		return stateReturned // the drain took it
 	}
 	if msg.NumDelivered > uint64(b.spec.MaxDeliver) {
@@ -435,9 +435,17 @@ func (b *binding) call(d *delivery, msg jetfn.Msg) (err error) {
 	return b.handler.Handle(&d.run, msg)
 }
 
+// metaOf is the handler's view of a delivery that started: toMsg read it
+// then, so it reads it again without error. Only an abandonment needs it
+// later, so no worker keeps a copy of every message's.
+func (b *binding) metaOf(d *delivery) jetfn.Msg {
+	msg, _ := b.toMsg(d.msg)
+	return msg
+}
+
 // toMsg is the handler's view of a delivery, read from its reply subject.
-func toMsg(m *nats.Msg) (jetfn.Msg, error) {
-	meta, ok := parseAckReply(m.Reply)
+func (b *binding) toMsg(m *nats.Msg) (jetfn.Msg, error) {
+	meta, ok := parseOwnAckReply(m.Reply, b.ackPrefix, b.spec.Stream)
 	if !ok {
 		return jetfn.Msg{}, fmt.Errorf("reply subject %q is not a JetStream ack subject", m.Reply)
 	}

@@ -38,9 +38,11 @@ type runContext struct {
 var _ context.Context = (*runContext)(nil)
 
 // reset readies c for one handler run; deadline is zero for no timeout.
+// It takes no lock, as it runs for every message: nothing else may hold c
+// yet. A delivery's runContext is reset once, before its handler has it
+// and before the keeper can see the delivery running (unsettledSet.start
+// publishes both).
 func (c *runContext) reset(parent context.Context, deadline time.Time, numDelivered uint64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.parent, c.deadline, c.numDelivered, c.traced = parent, deadline, numDelivered, nil
 	c.done, c.err, c.after, c.stopWatching = nil, nil, nil, nil
 }
@@ -130,21 +132,30 @@ func (c *runContext) watchParent() {
 // cancel ends the run with err, once; it reports whether this call did.
 func (c *runContext) cancel(err error) bool {
 	c.mu.Lock()
+	after, ok := c.cancelLocked(err)
+	c.mu.Unlock()
+	runAfter(after)
+	return ok
+}
+
+// cancelLocked sets err and closes Done unless c is cancelled already, and
+// returns the AfterFunc functions to run once c.mu is released.
+func (c *runContext) cancelLocked(err error) (after []*func(), ok bool) {
 	if c.err != nil {
-		c.mu.Unlock()
-		return false
+		return nil, false
 	}
 	c.err = err
 	if c.done != nil {
 		close(c.done)
 	}
-	after := c.after
-	c.after = nil
-	c.mu.Unlock()
+	after, c.after = c.after, nil
+	return after, true
+}
+
+func runAfter(after []*func()) {
 	for _, f := range after {
 		go (*f)()
 	}
-	return true
 }
 
 // cancelIfLate cancels the run once its deadline has passed, and reports
@@ -157,11 +168,12 @@ func (c *runContext) cancelIfLate(now time.Time) bool {
 // no-op if nobody asked for Done or derived from it) and stops watching
 // the parent.
 func (c *runContext) end() {
-	c.cancel(context.Canceled)
-	c.mu.Lock()
+	c.mu.Lock() // once for both: it runs for every message
+	after, _ := c.cancelLocked(context.Canceled)
 	stop := c.stopWatching
 	c.stopWatching = nil
 	c.mu.Unlock()
+	runAfter(after)
 	if stop != nil {
 		stop()
 	}

@@ -275,6 +275,7 @@ func (r *Runtime) prepare(spec manifest.FunctionSpec, m *manifest.Manifest) (*bi
 	b := &binding{
 		spec: spec, handler: handler, js: r.js, remote: remote,
 		dlSubject:   m.DeadLetterSubject(spec.Name),
+		ackPrefix:   ackPrefix(spec.Stream, spec.Durable),
 		stats:       stats,
 		log:         log,
 		bufferBeats: !r.opts.noBufferBeats,

@@ -60,13 +60,13 @@ type Stats struct {
 
 // counters are a function's live counters, safe for concurrent use.
 type counters struct {
-	retried, termed                 atomic.Uint64
-	deadLettered, redeliveries      atomic.Uint64
-	heartbeats, bufferBeats         atomic.Uint64
-	duplicateOutputs, abandoned     atomic.Uint64
-	abandonedRunning                atomic.Int64
-	ewma                            atomic.Int64 // nanoseconds, see recentAverage
-	lastError                       atomic.Pointer[string]
+	retried, termed             atomic.Uint64
+	deadLettered, redeliveries  atomic.Uint64
+	heartbeats, bufferBeats     atomic.Uint64
+	duplicateOutputs, abandoned atomic.Uint64
+	abandonedRunning            atomic.Int64
+	ewma                        atomic.Int64 // nanoseconds, see recentAverage
+	lastError                   atomic.Pointer[string]
 
 	// perWorker holds what every message bumps, one slot per worker.
 	perWorker []workerCounters

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"sync"
 	"time"
-
-	"github.com/jetfn/jetfn"
 )
 
 // workers are a binding's `concurrency` handler goroutines. A handler that
@@ -25,20 +23,19 @@ type workers struct {
 	wg         sync.WaitGroup
 }
 
-// worker is one handler goroutine: its share of the wait group, and the
-// handler's view of its running message with the abandonment deadline. A
-// worker runs one handler at a time, and one whose handler was abandoned
-// takes no other message, so they need not be in every delivery.
+// worker is one handler goroutine: its share of the wait group, the
+// abandonment deadline of its running message, and its counters. A worker
+// runs one handler at a time, and one whose handler was abandoned takes no
+// other message, so the deadline need not be in every delivery.
 type worker struct {
 	// once frees the worker's share of wg when the worker returns or when
 	// its handler is abandoned, whichever comes first.
 	once sync.Once
 	wg   *sync.WaitGroup
-	// meta and deadline are written by unsettledSet.start, before the
-	// delivery is running, and read by the keeper, under the unsettledSet's
-	// lock, only while it is. deadline is when the keeper abandons the
-	// handler (zero: never).
-	meta     jetfn.Msg
+	// deadline is when the keeper abandons the running handler (zero:
+	// never). unsettledSet.start writes it before the delivery is
+	// running; the keeper reads it, under the unsettledSet's lock, only
+	// while it is.
 	deadline time.Time
 	// stats is the worker's slot of the function's counters; a
 	// replacement takes over the slot of the worker it replaces.
@@ -72,7 +69,7 @@ func (w *workers) run(abandoned *delivery, stats *workerCounters) {
 	go func() {
 		defer wk.free()
 		if abandoned != nil {
-			w.b.settle(abandoned.msg, abandoned.worker.meta, fmt.Errorf("%w: handler still running after its timeout of %s",
+			w.b.settle(abandoned.msg, w.b.metaOf(abandoned), fmt.Errorf("%w: handler still running after its timeout of %s",
 				ErrHandlerTimeout, w.b.spec.Timeout))
 			w.done(abandoned)
 		}
@@ -136,7 +133,7 @@ func (w *workers) wait(timeout time.Duration) bool {
 func (w *workers) abandon(d *delivery) {
 	w.b.stats.abandoned.Add(1)
 	w.b.stats.abandonedRunning.Add(1)
-	w.b.msgLog(d.worker.meta).Error("handler ignored its cancelled context past the timeout; settled its message as a failure and replaced its worker",
+	w.b.msgLog(w.b.metaOf(d)).Error("handler ignored its cancelled context past the timeout; settled its message as a failure and replaced its worker",
 		"timeout", w.b.spec.Timeout)
 	w.run(d, d.worker.stats)
 	d.worker.free()
