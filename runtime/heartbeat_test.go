@@ -89,9 +89,9 @@ func TestUnsettledKeep(t *testing.T) {
 		{fresh, stateRunning, time.Now(), time.Time{}},
 		{overdue, stateRunning, old, old},
 	} {
-		d := tr.add(c.msg, time.Now())
+		d := tr.add(c.msg, monoNow())
 		d.state.Store(int32(c.state))
-		d.lastBeat, d.worker = c.last, &worker{deadline: c.deadline}
+		d.lastBeat, d.worker = monoOf(c.last), &worker{deadline: c.deadline}
 	}
 	reserved := 0
 	got := tr.keep(time.Minute, true, func() { reserved++ }, count.beat)
@@ -115,8 +115,8 @@ func TestUnsettledKeep(t *testing.T) {
 func TestUnsettledStartKeepsBeatClock(t *testing.T) {
 	var tr unsettledSet
 	m, count := &nats.Msg{}, beats{}
-	d := tr.add(m, time.Now())
-	d.lastBeat = time.Now().Add(-time.Minute)
+	d := tr.add(m, monoNow())
+	d.lastBeat = monoOf(time.Now().Add(-time.Minute))
 	if !tr.start(d, time.Time{}, &worker{}) {
 		t.Fatal("start refused a buffered delivery")
 	}
@@ -133,7 +133,7 @@ func TestUnsettledStartKeepsBeatClock(t *testing.T) {
 // timeout" although the handler returned on cancellation.
 func TestLateKeeperCancelsBeforeItAbandons(t *testing.T) {
 	var tr unsettledSet
-	d := tr.add(&nats.Msg{}, time.Now())
+	d := tr.add(&nats.Msg{}, monoNow())
 	late := time.Now().Add(-time.Minute)
 	d.run.reset(context.Background(), late, 1)
 	if !tr.start(d, late, &worker{}) {
@@ -159,7 +159,7 @@ func TestLateKeeperCancelsBeforeItAbandons(t *testing.T) {
 // one the drain returned stays until the worker forgets it.
 func TestUnsettledFinishForgets(t *testing.T) {
 	var tr unsettledSet
-	settled, returned := tr.add(&nats.Msg{}, time.Now()), tr.add(&nats.Msg{}, time.Now())
+	settled, returned := tr.add(&nats.Msg{}, monoNow()), tr.add(&nats.Msg{}, monoNow())
 	for _, d := range []*delivery{settled, returned} {
 		if !tr.start(d, time.Time{}, &worker{}) {
 			t.Fatal("start refused a buffered delivery")

@@ -56,9 +56,10 @@ type delivery struct {
 	msg   *nats.Msg
 	state atomic.Int32
 	// lastBeat, guarded by unsettledSet.mu, is when the server's ack-wait
-	// timer was last reset: the pull, then every InProgress. worker is set
-	// when a worker starts it, before its state says so (start).
-	lastBeat time.Time
+	// timer was last reset (a monotonic instant, monoNow): the pull, then
+	// every InProgress. worker is set when a worker starts it, before its
+	// state says so (start).
+	lastBeat int64
 	worker   *worker
 	// run is the handler's context while it runs. It is the message's own,
 	// never reused, so a context a handler kept stays this message's.
@@ -263,9 +264,9 @@ type unsettledSet struct {
 	head *delivery
 }
 
-// add holds m, pulled at now: the server's ack-wait timer started no
-// earlier.
-func (t *unsettledSet) add(m *nats.Msg, now time.Time) *delivery {
+// add holds m, pulled at now (monoNow): the server's ack-wait timer
+// started no earlier.
+func (t *unsettledSet) add(m *nats.Msg, now int64) *delivery {
 	d := &delivery{msg: m, lastBeat: now}
 	t.mu.Lock()
 	d.next = t.head
@@ -307,6 +308,19 @@ func (t *unsettledSet) count(state deliveryState) int {
 	}
 	return n
 }
+
+// processStart anchors the runtime's monotonic instants, which every
+// message reads: nanoseconds since it, read with one clock call
+// (time.Since) where time.Now makes two, and blind to steps of the wall
+// clock.
+var processStart = time.Now()
+
+// monoNow is the monotonic instant now.
+func monoNow() int64 { return int64(time.Since(processStart)) }
+
+// monoOf is the monotonic instant of t, which must carry a monotonic
+// reading (time.Now's do, and what Add makes of them).
+func monoOf(t time.Time) int64 { return int64(t.Sub(processStart)) }
 
 // ---- Running: a worker takes it and calls the handler.
 
@@ -677,6 +691,7 @@ func (t *unsettledSet) keep(every time.Duration, beatBuffered bool, reserve func
 	defer t.mu.Unlock()
 	var res keepResult
 	now := time.Now()
+	beatNow := monoOf(now)
 	for d := t.head; d != nil; d = d.next {
 		state := deliveryState(d.state.Load())
 		// A handler cancelled in this pass gets until the next one to
@@ -689,7 +704,7 @@ func (t *unsettledSet) keep(every time.Duration, beatBuffered bool, reserve func
 			res.overdue = append(res.overdue, d)
 			continue
 		}
-		due := now.Sub(d.lastBeat) >= every &&
+		due := beatNow-d.lastBeat >= int64(every) &&
 			(state == stateRunning || state == stateBuffered && beatBuffered)
 		if !due || beat(d.msg) != nil {
 			continue
@@ -699,7 +714,7 @@ func (t *unsettledSet) keep(every time.Duration, beatBuffered bool, reserve func
 		} else {
 			res.buffered++
 		}
-		d.lastBeat = now
+		d.lastBeat = beatNow
 	}
 	return res
 }

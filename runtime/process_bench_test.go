@@ -39,7 +39,7 @@ func BenchmarkProcess(b *testing.B) {
 	b.Run("process", func(b *testing.B) {
 		for b.Loop() {
 			m := &nats.Msg{Subject: "bench.x", Reply: reply, Data: data}
-			d := bd.unsettled.add(m, time.Now())
+			d := bd.unsettled.add(m, monoNow())
 			if bd.process(context.Background(), d, wk) != stateSettled {
 				b.Fatal("not settled")
 			}
@@ -48,7 +48,7 @@ func BenchmarkProcess(b *testing.B) {
 	b.Run("ack-only", func(b *testing.B) {
 		for b.Loop() {
 			m := &nats.Msg{Subject: "bench.x", Reply: reply, Data: data}
-			d := bd.unsettled.add(m, time.Now())
+			d := bd.unsettled.add(m, monoNow())
 			d.move(stateBuffered, stateRunning)
 			bd.unsettled.finish(d)
 			if err := nc.Publish(m.Reply, ackBody); err != nil {

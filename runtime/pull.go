@@ -48,8 +48,9 @@ type puller struct {
 	credits  *credits
 	handoff  *handoff
 	stopping context.Context
-	// lastHeard is when the subscription last received anything (unix
-	// nanoseconds); the watch gives up requests that went quiet.
+	// lastHeard is when the subscription last received anything (a
+	// monotonic instant, monoNow); the watch gives up requests that went
+	// quiet.
 	lastHeard atomic.Int64
 	// pauseUntil delays the next request after a refusal (unix
 	// nanoseconds), so a missing consumer is not asked in a hot loop.
@@ -64,7 +65,7 @@ func newPuller(stopping context.Context, b *binding, w *workers) (*puller, error
 	p := &puller{b: b, nc: nc, inbox: nc.NewInbox(), closed: make(chan struct{}),
 		subject: jetstream.DefaultAPIPrefix + "CONSUMER.MSG.NEXT." + b.spec.Stream + "." + b.spec.Durable,
 		credits: w.credits, handoff: w.handoff, stopping: stopping}
-	p.lastHeard.Store(time.Now().UnixNano())
+	p.lastHeard.Store(monoNow())
 	sub, err := nc.Subscribe(p.inbox, p.receive)
 	if err != nil {
 		return nil, err
@@ -91,7 +92,7 @@ func (p *puller) ask(ctx context.Context, n int) {
 	if p.credits.outstandingCount() == n {
 		// Nothing was outstanding: the quiet clock starts now, not at the
 		// last reply of a pull that ended normally.
-		p.lastHeard.Store(time.Now().UnixNano())
+		p.lastHeard.Store(monoNow())
 	}
 	if err := p.nc.PublishRequest(p.subject, p.inbox, p.request); err != nil {
 		p.credits.giveBack(n)
@@ -105,8 +106,8 @@ func (p *puller) ask(ctx context.Context, n int) {
 // to a worker or the buffer (or straight back, once the run is stopping),
 // a status returns credits.
 func (p *puller) receive(m *nats.Msg) {
-	now := time.Now() // one clock read a message: it also starts the delivery's beat clock
-	p.lastHeard.Store(now.UnixNano())
+	now := monoNow() // one clock read a message: it also starts the delivery's beat clock
+	p.lastHeard.Store(now)
 	if len(m.Data) == 0 && m.Header.Get("Status") != "" {
 		p.status(m)
 		return
@@ -184,7 +185,7 @@ func (p *puller) watch(ctx context.Context) {
 			reconnects = p.nc.Stats().Reconnects
 			continue
 		}
-		quiet := time.Since(time.Unix(0, p.lastHeard.Load()))
+		quiet := time.Duration(monoNow() - p.lastHeard.Load())
 		switch {
 		case p.nc.Stats().Reconnects != reconnects:
 			reconnects = p.nc.Stats().Reconnects
