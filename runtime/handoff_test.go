@@ -145,5 +145,34 @@ func TestHandoffReleaseFlushesTheQueue(t *testing.T) {
 	}
 }
 
+// TestHandoffToAWaitingWorkerAsksNothing: a give that finds a worker
+// waiting hands its delivery over without asking how many messages queue
+// behind it (that takes the subscription's lock).
+func TestHandoffToAWaitingWorkerAsksNothing(t *testing.T) {
+	h := newHandoff(4, 2)
+	taken := make(chan *delivery)
+	go func() {
+		for {
+			d, ok := h.take()
+			if !ok {
+				return
+			}
+			taken <- d
+		}
+	}()
+	defer h.close()
+	// The worker is waiting again soon after each take; until then a give
+	// asks, and waits for it.
+	runtimetest.Eventually(t, 5*time.Second, "a give to a waiting worker that did not ask what is behind", func() bool {
+		asked := false
+		d := &delivery{}
+		h.give(d, nil, func(*delivery) int { asked = true; return 0 })
+		if <-taken != d {
+			t.Fatal("the worker took another delivery")
+		}
+		return !asked
+	})
+}
+
 // queued is a give's count of the messages behind, fixed at n.
 func queued(n int) func(*delivery) int { return func(*delivery) int { return n } }

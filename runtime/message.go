@@ -50,8 +50,9 @@ const (
 // moves by compare-and-swap only, so a message is settled once: by its
 // handler, by the keeper that abandons it, or by the drain, never twice.
 //
-// It is all a pulled message costs the runtime, one allocation; the
-// handler's view of the message and its deadline live in the worker.
+// It is all a pulled message costs the runtime, one allocation; its
+// abandonment deadline lives in the worker, and the handler's view of it is
+// read from the message again where it is needed after the run (metaOf).
 type delivery struct {
 	msg   *nats.Msg
 	state atomic.Int32
@@ -373,6 +374,7 @@ func (b *binding) process(ctx context.Context, d *delivery, wk *worker) delivery
 		return stateSettled
 	}
 	wk.stats.started.Add(1)
+	defer wk.stats.ended.Add(1) // after the settle: its publish is in flight too
 	if msg.NumDelivered > 1 {
 		b.stats.redeliveries.Add(1)
 	}

@@ -122,9 +122,12 @@ func (c *runContext) AfterFunc(f func()) (stop func() bool) {
 	}
 }
 
-// watchParent makes the parent's cancellation cancel c; c.mu is held.
+// watchParent makes the parent's cancellation cancel c; c.mu is held. A
+// run that ended watches nothing: a goroutine the handler left behind that
+// asks for Done then would register on the binding's long-lived handler
+// context an AfterFunc that nothing stops, one per such message.
 func (c *runContext) watchParent() {
-	if c.stopWatching == nil && c.parent.Done() != nil {
+	if c.err == nil && c.stopWatching == nil && c.parent.Done() != nil {
 		c.stopWatching = context.AfterFunc(c.parent, func() { c.cancel(c.parent.Err()) })
 	}
 }

@@ -70,6 +70,17 @@ func TestRunContext(t *testing.T) {
 			t.Fatalf("next run: Err %v, delivery count %d; want a fresh context", c.Err(), numDelivered(&c))
 		}
 	})
+	t.Run("Done after the handler returned watches no parent", func(t *testing.T) {
+		parent, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var c runContext
+		c.reset(parent, time.Time{}, 1)
+		c.end()
+		<-c.Done() // asked by a goroutine the handler left behind
+		if c.stopWatching != nil {
+			t.Fatal("Done after the run ended registered an AfterFunc on the parent that nothing stops")
+		}
+	})
 	t.Run("no timeout, no deadline", func(t *testing.T) {
 		var c runContext
 		c.reset(context.Background(), time.Time{}, 1)

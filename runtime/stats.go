@@ -81,20 +81,25 @@ type counters struct {
 // replacement: every field is atomic.
 type workerCounters struct {
 	handled, acked atomic.Uint64
-	// started counts the handler runs begun: started minus handled are
-	// running now.
-	started atomic.Uint64
+	// started counts the handler runs begun and ended those whose worker
+	// is done with them, settled or not: the difference is in flight.
+	started, ended atomic.Uint64
 	// durations is a ring of the slot's last processing times: observed
 	// counts every one, and index observed-1 mod its length holds the
 	// latest.
 	durations []atomic.Int64
 	observed  atomic.Uint64
-	_         [64]byte // no other slot on these lines
+	// No other slot's fields on these lines, nor on the next (x86
+	// prefetches lines in pairs).
+	_ [128]byte
 }
 
 // newCounters makes the counters of a function with concurrency workers.
-// The processing-time window, durationWindow runs in all, is shared
-// equally among the workers, at least 16 runs each.
+// The processing-time window, durationWindow runs, is shared equally among
+// the workers, at least 16 runs each (so above 64 workers it holds more).
+// Each worker's share keeps that worker's last runs: one that stops taking
+// messages, as one stuck in a handler without a timeout, keeps its old
+// ones in the average and p99.
 func newCounters(concurrency int) *counters {
 	c := &counters{perWorker: make([]workerCounters, max(concurrency, 1))}
 	ring := max(durationWindow/len(c.perWorker), 16)
@@ -116,8 +121,10 @@ func (w *workerCounters) observe(d time.Duration) {
 // ewmaBatch gathers one worker's processing times for the function's
 // average: folding each into the shared average was a compare-and-swap on
 // a line every worker writes, for every message. It folds after
-// ewmaBatchRuns runs, or as soon as the runs add up to ewmaBatchTime, so a
-// slow handler's time counts at once. Owned by one worker goroutine.
+// ewmaBatchRuns runs, or once they add up to ewmaBatchTime; a run that
+// alone takes ewmaBatchTime or more folds by itself, after the batch
+// before it, so a slow handler's time weighs as much as it did unbatched.
+// Owned by one worker goroutine.
 type ewmaBatch struct {
 	sum time.Duration
 	n   int
@@ -128,15 +135,28 @@ const (
 	ewmaBatchTime = time.Millisecond
 )
 
-// add counts one processing time, folding the batch into avg when full.
+// add counts one processing time, folding into avg when the batch is full.
 func (b *ewmaBatch) add(d time.Duration, avg *atomic.Int64) {
-	b.sum += d
-	b.n++
-	if b.n < ewmaBatchRuns && b.sum < ewmaBatchTime {
+	if d >= ewmaBatchTime {
+		b.fold(avg)
+		b.sum, b.n = d, 1
+		b.fold(avg)
 		return
 	}
-	mean := b.sum / time.Duration(b.n)
-	n := b.n
+	b.sum += d
+	b.n++
+	if b.n >= ewmaBatchRuns || b.sum >= ewmaBatchTime {
+		b.fold(avg)
+	}
+}
+
+// fold moves avg as the batch's runs would have one by one, and empties
+// the batch.
+func (b *ewmaBatch) fold(avg *atomic.Int64) {
+	if b.n == 0 {
+		return
+	}
+	mean, n := b.sum/time.Duration(b.n), b.n
 	b.sum, b.n = 0, 0
 	for {
 		old := avg.Load()
@@ -184,10 +204,10 @@ func (c *counters) snapshot(function string) Stats {
 	}
 	for i := range c.perWorker {
 		w := &c.perWorker[i]
-		handled := w.handled.Load() // before started, so none counts as running twice
-		s.Handled += handled
+		ended := w.ended.Load() // before started, so the difference is never negative
+		s.Handled += w.handled.Load()
 		s.Acked += w.acked.Load()
-		s.InFlight += int64(w.started.Load() - handled)
+		s.InFlight += int64(w.started.Load() - ended)
 	}
 	s.AvgMillis, s.P99Millis = c.processingTimes()
 	return s
@@ -195,7 +215,7 @@ func (c *counters) snapshot(function string) Stats {
 
 // processingTimes are the average and p99 of every worker slot's window.
 func (c *counters) processingTimes() (avg, p99 float64) {
-	var window []time.Duration
+	window := make([]time.Duration, 0, len(c.perWorker)*len(c.perWorker[0].durations))
 	for i := range c.perWorker {
 		w := &c.perWorker[i]
 		n := min(w.observed.Load(), uint64(len(w.durations)))

@@ -43,8 +43,8 @@ func TestCountersObserve(t *testing.T) {
 }
 
 // TestCountersSnapshotSumsWorkers: handled, acked and in-flight figures are
-// the sums of the worker slots, and a run started but not handled counts
-// as in flight. Pure logic.
+// the sums of the worker slots, and a run counts as in flight from its
+// start until its worker is done with it, settle included. Pure logic.
 func TestCountersSnapshotSumsWorkers(t *testing.T) {
 	c := newCounters(3)
 	for slot := range 3 {
@@ -53,12 +53,15 @@ func TestCountersSnapshotSumsWorkers(t *testing.T) {
 			s.started.Add(1)
 			s.handled.Add(1)
 			s.acked.Add(1)
+			s.ended.Add(1)
 		}
 	}
 	c.slot(1).started.Add(1) // running now
+	c.slot(2).started.Add(1) // its handler returned, its ack not yet sent
+	c.slot(2).handled.Add(1)
 	s := c.snapshot("f")
-	if s.Handled != 6 || s.Acked != 6 || s.InFlight != 1 {
-		t.Fatalf("snapshot: handled %d, acked %d, in flight %d; want 6, 6, 1", s.Handled, s.Acked, s.InFlight)
+	if s.Handled != 7 || s.Acked != 6 || s.InFlight != 2 {
+		t.Fatalf("snapshot: handled %d, acked %d, in flight %d; want 7, 6, 2", s.Handled, s.Acked, s.InFlight)
 	}
 }
 
@@ -81,6 +84,17 @@ func TestEWMABatch(t *testing.T) {
 	b.add(17*time.Millisecond, &avg)
 	if got, want := time.Duration(avg.Load()), time.Microsecond+(17*time.Millisecond-time.Microsecond)/16; got != want {
 		t.Fatalf("after one run of 17 ms the average is %v, want %v (folded at once)", got, want)
+	}
+	// A slow run folds by itself, after the fast runs before it, so it
+	// weighs a sixteenth, not a thirty-second.
+	var slow atomic.Int64
+	var sb ewmaBatch
+	for range 31 {
+		sb.add(10*time.Microsecond, &slow)
+	}
+	sb.add(10*time.Second, &slow)
+	if got, want := time.Duration(slow.Load()), 10*time.Microsecond+(10*time.Second-10*time.Microsecond)/16; got != want {
+		t.Fatalf("31 runs of 10 µs, then one of 10 s: average %v, want %v", got, want)
 	}
 	if got := foldAverage(0, time.Second, 200); got < 999*time.Millisecond || got > time.Second {
 		t.Fatalf("200 runs of 1 s from nothing average %v, want 1 s", got)
