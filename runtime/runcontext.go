@@ -155,6 +155,8 @@ func (c *runContext) cancelLocked(err error) (after []*func(), ok bool) {
 	return after, true
 }
 
+// runAfter starts the AfterFunc functions of a cancelled run, each on a
+// goroutine of its own, as context.AfterFunc does.
 func runAfter(after []*func()) {
 	for _, f := range after {
 		go (*f)()
