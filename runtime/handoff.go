@@ -40,7 +40,7 @@ type handoff struct {
 	// buffer holds the deliveries that found every worker busy. It holds
 	// concurrency plus the prefetch allowance, all the credits allow, so a
 	// give blocks on it only for stragglers of a request given up on
-	// (credits).
+	// (credits), and only until the run is stopping.
 	buffer chan *delivery
 	// direct is unbuffered: a send completes only as a worker takes it.
 	direct chan *delivery
@@ -67,31 +67,50 @@ func newHandoff(capacity, workers int) *handoff {
 // least h.workers messages are behind d or when there is one worker; else
 // once the wait for a worker is released or the run is stopping (the
 // workers return what they take then). Only the puller gives, so while it
-// waits on direct the buffer is empty and order is kept.
-func (h *handoff) give(d *delivery, stopping <-chan struct{}, behind func(*delivery) int) {
+// waits on direct the buffer is empty and order is kept. It reports false
+// only for a delivery it did not place: the buffer was full (stragglers)
+// and the run is stopping, so the caller must return it.
+func (h *handoff) give(d *delivery, stopping <-chan struct{}, behind func(*delivery) int) bool {
 	if h.flush.Load() {
 		if behind(d) <= 0 {
 			h.flush.Store(false) // what queued before the release is through
 		}
-		h.buffer <- d
-		return
+		return h.bufferOrStop(d, stopping)
 	}
 	if len(h.buffer) == 0 {
 		select {
 		case h.direct <- d: // a worker was waiting
-			return
+			return true
 		default:
 		}
 		if h.workers > 1 && behind(d) < h.workers {
 			select {
 			case h.direct <- d:
-				return
+				return true
 			case <-h.spill:
 			case <-stopping:
 			}
 		}
 	}
-	h.buffer <- d
+	return h.bufferOrStop(d, stopping)
+}
+
+// bufferOrStop buffers d, waiting while the buffer is full until the run is
+// stopping: no send may still wait once the puller has stopped, since the
+// buffer is closed then (a send that waited on it panicked, in the middle
+// of the drain).
+func (h *handoff) bufferOrStop(d *delivery, stopping <-chan struct{}) bool {
+	select {
+	case h.buffer <- d:
+		return true
+	default:
+	}
+	select {
+	case h.buffer <- d:
+		return true
+	case <-stopping:
+		return false
+	}
 }
 
 // take waits for the next delivery; false once the buffer is closed.

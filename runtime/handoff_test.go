@@ -67,6 +67,39 @@ func TestHandoffStopping(t *testing.T) {
 	}
 }
 
+// TestHandoffStoppingFullBuffer: a give blocked on a full buffer (a
+// request's stragglers can fill it) ends once the run is stopping, so
+// nothing is still sending when the buffer is closed: that send panicked
+// and took the process down in the middle of its drain.
+func TestHandoffStoppingFullBuffer(t *testing.T) {
+	h := newHandoff(1, 2)
+	first, second := &delivery{}, &delivery{}
+	h.give(first, nil, queued(2)) // a backlog: buffered, and the buffer is full
+	stopping := make(chan struct{})
+	gave := make(chan struct{})
+	placed := true
+	go func() {
+		placed = h.give(second, stopping, queued(2))
+		close(gave)
+	}()
+	close(stopping)
+	select {
+	case <-gave:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the give blocked on a full buffer although the run is stopping")
+	}
+	if placed {
+		t.Fatal("the give reported a delivery placed that it could not buffer")
+	}
+	h.close()
+	if got, ok := h.take(); !ok || got != first {
+		t.Fatal("the buffered delivery is gone")
+	}
+	if _, ok := h.take(); ok {
+		t.Fatal("the give that found the buffer full buffered all the same")
+	}
+}
+
 // TestHandoffWaitsForAWorker: a give that finds no worker waiting does not
 // buffer: it waits until a worker takes the delivery from it.
 func TestHandoffWaitsForAWorker(t *testing.T) {

@@ -118,7 +118,16 @@ func (p *puller) receive(m *nats.Msg) {
 		p.credits.release(1)
 		return
 	}
-	p.handoff.give(p.b.unsettled.add(m, now), p.stopping.Done(), queuedBehind)
+	d := p.b.unsettled.add(m, now)
+	if !p.handoff.give(d, p.stopping.Done(), queuedBehind) {
+		// The buffer was full and the run is stopping: the message goes
+		// back, unless the drain returned it already.
+		if d.move(stateBuffered, stateReturned) {
+			p.b.returnLater(m)
+		}
+		p.b.unsettled.remove(d)
+		p.credits.release(1)
+	}
 }
 
 // queuedBehind is how many messages wait in the subscription's queue
