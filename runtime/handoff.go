@@ -59,17 +59,22 @@ func newHandoff(capacity, workers int) *handoff {
 		direct: make(chan *delivery), spill: make(chan struct{}), workers: workers}
 }
 
-// give hands d to a worker, or to the buffer: to a worker already waiting
-// while the buffer is empty; else to the buffer at once after a release
-// until a delivery comes with nothing behind it (behind counts the
-// messages queued after d; it is asked only then and before a wait, as it
-// takes the subscription's lock), when the buffer holds anything, when at
-// least h.workers messages are behind d or when there is one worker; else
-// once the wait for a worker is released or the run is stopping (the
-// workers return what they take then). Only the puller gives, so while it
-// waits on direct the buffer is empty and order is kept. It reports false
-// only for a delivery it did not place: the buffer was full (stragglers)
-// and the run is stopping, so the caller must return it.
+// give hands d to a worker, or to the buffer, in this order:
+//   - after a release, to the buffer, until a delivery comes with nothing
+//     behind it;
+//   - while the buffer is empty, to a worker already waiting;
+//   - while the buffer is empty, with several workers and fewer messages
+//     behind d than workers, to the first worker that comes back, unless
+//     the wait is released or the run is stopping (the workers return what
+//     they take then);
+//   - else to the buffer.
+//
+// behind counts the messages queued after d; it is asked only where the
+// order above needs it, as it takes the subscription's lock. Only the
+// puller gives, so while it waits on direct the buffer is empty and order
+// is kept. give reports false only for a delivery it did not place: the
+// buffer was full (stragglers) and the run is stopping, so the caller must
+// return it.
 func (h *handoff) give(d *delivery, stopping <-chan struct{}, behind func(*delivery) int) bool {
 	if h.flush.Load() {
 		if behind(d) <= 0 {

@@ -13,11 +13,7 @@ import (
 func TestHandoffReleaseBuffers(t *testing.T) {
 	h := newHandoff(4, 2)
 	first, second := &delivery{}, &delivery{}
-	gave := make(chan struct{})
-	go func() {
-		h.give(first, nil, queued(0))
-		close(gave)
-	}()
+	gave := giveInBackground(h, first, nil, queued(0))
 	runtimetest.Eventually(t, 5*time.Second, "the waiting give released", func() bool {
 		h.release()
 		select {
@@ -48,16 +44,7 @@ func TestHandoffStopping(t *testing.T) {
 	stopping := make(chan struct{})
 	close(stopping)
 	d := &delivery{}
-	gave := make(chan struct{})
-	go func() {
-		h.give(d, stopping, queued(0))
-		close(gave)
-	}()
-	select {
-	case <-gave:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the give waited for a worker although the run is stopping")
-	}
+	gaveWithin(t, giveInBackground(h, d, stopping, queued(0)), "the give waited for a worker although the run is stopping")
 	h.close()
 	if got, ok := h.take(); !ok || got != d {
 		t.Fatal("the stopping give's delivery is not in the buffer")
@@ -76,19 +63,9 @@ func TestHandoffStoppingFullBuffer(t *testing.T) {
 	first, second := &delivery{}, &delivery{}
 	h.give(first, nil, queued(2)) // a backlog: buffered, and the buffer is full
 	stopping := make(chan struct{})
-	gave := make(chan struct{})
-	placed := true
-	go func() {
-		placed = h.give(second, stopping, queued(2))
-		close(gave)
-	}()
+	gave := giveInBackground(h, second, stopping, queued(2))
 	close(stopping)
-	select {
-	case <-gave:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the give blocked on a full buffer although the run is stopping")
-	}
-	if placed {
+	if gaveWithin(t, gave, "the give blocked on a full buffer although the run is stopping") {
 		t.Fatal("the give reported a delivery placed that it could not buffer")
 	}
 	h.close()
@@ -105,21 +82,9 @@ func TestHandoffStoppingFullBuffer(t *testing.T) {
 func TestHandoffWaitsForAWorker(t *testing.T) {
 	h := newHandoff(1, 2)
 	d := &delivery{}
-	gave := make(chan struct{})
-	go func() {
-		h.give(d, nil, queued(0))
-		close(gave)
-	}()
-	var got *delivery
-	runtimetest.Eventually(t, 5*time.Second, "the give waiting for a worker", func() bool {
-		select {
-		case got = <-h.direct: // what take does
-			return true
-		default:
-			return false
-		}
-	})
-	<-gave
+	gave := giveInBackground(h, d, nil, queued(0))
+	got := takeDirect(t, h, "the give waiting for a worker")
+	gaveWithin(t, gave, "the give did not return once a worker took its delivery")
 	if got != d || h.buffered() != 0 {
 		t.Fatalf("the worker got another delivery (%v), or %d buffered", got != d, h.buffered())
 	}
@@ -163,17 +128,8 @@ func TestHandoffReleaseFlushesTheQueue(t *testing.T) {
 		h.take()
 	}
 	d := &delivery{}
-	go h.give(d, nil, queued(0))
-	var got *delivery
-	runtimetest.Eventually(t, 5*time.Second, "the next give waiting for a worker", func() bool {
-		select {
-		case got = <-h.direct:
-			return true
-		default:
-			return false
-		}
-	})
-	if got != d {
+	giveInBackground(h, d, nil, queued(0))
+	if takeDirect(t, h, "the next give waiting for a worker") != d {
 		t.Fatal("the worker got another delivery")
 	}
 }
@@ -205,6 +161,43 @@ func TestHandoffToAWaitingWorkerAsksNothing(t *testing.T) {
 		}
 		return !asked
 	})
+}
+
+// giveInBackground runs a give that may wait; the channel has its result
+// once it returns.
+func giveInBackground(h *handoff, d *delivery, stopping <-chan struct{}, behind func(*delivery) int) <-chan bool {
+	placed := make(chan bool, 1)
+	go func() { placed <- h.give(d, stopping, behind) }()
+	return placed
+}
+
+// gaveWithin is the result of a give started by giveInBackground, which
+// must return within 5 s: else the test fails with why.
+func gaveWithin(t *testing.T, gave <-chan bool, why string) bool {
+	t.Helper()
+	select {
+	case placed := <-gave:
+		return placed
+	case <-time.After(5 * time.Second):
+		t.Fatal(why)
+		return false
+	}
+}
+
+// takeDirect waits for a give waiting for a worker and takes its delivery,
+// as a worker's take does.
+func takeDirect(t *testing.T, h *handoff, what string) *delivery {
+	t.Helper()
+	var got *delivery
+	runtimetest.Eventually(t, 5*time.Second, what, func() bool {
+		select {
+		case got = <-h.direct:
+			return true
+		default:
+			return false
+		}
+	})
+	return got
 }
 
 // queued is a give's count of the messages behind, fixed at n.

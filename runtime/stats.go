@@ -139,8 +139,7 @@ const (
 func (b *ewmaBatch) add(d time.Duration, avg *atomic.Int64) {
 	if d >= ewmaBatchTime {
 		b.fold(avg)
-		b.sum, b.n = d, 1
-		b.fold(avg)
+		foldInto(avg, d, 1)
 		return
 	}
 	b.sum += d
@@ -156,8 +155,13 @@ func (b *ewmaBatch) fold(avg *atomic.Int64) {
 	if b.n == 0 {
 		return
 	}
-	mean, n := b.sum/time.Duration(b.n), b.n
+	foldInto(avg, b.sum/time.Duration(b.n), b.n)
 	b.sum, b.n = 0, 0
+}
+
+// foldInto moves avg as n runs that each took mean would, by
+// compare-and-swap: every worker folds into it.
+func foldInto(avg *atomic.Int64, mean time.Duration, n int) {
 	for {
 		old := avg.Load()
 		if avg.CompareAndSwap(old, int64(foldAverage(time.Duration(old), mean, n))) {
