@@ -10,6 +10,11 @@ import (
 type Config struct {
 	// Repetitions per variant and case; rows are medians over them.
 	Repetitions int
+	// AgainstItself runs each case's baseline on both sides of every pair
+	// (an A/A run): nothing differs between the sides, so whatever the
+	// goal table shows is this machine's noise, and how often a verdict
+	// misses by chance alone.
+	AgainstItself bool
 	// Noop runs the no-op grid: raw's default buffer against jetfn's
 	// derived prefetch.
 	Noop bool

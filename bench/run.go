@@ -67,6 +67,16 @@ func (c caseKey) variants() [2]string {
 	return [2]string{variantRaw, variantJetfn}
 }
 
+// sides are the variants a case's pairs run, in order: the baseline and
+// jetfn, or the baseline twice with AgainstItself.
+func (r *runner) sides(c caseKey) [2]string {
+	v := c.variants()
+	if r.cfg.AgainstItself {
+		v[1] = v[0]
+	}
+	return v
+}
+
 // Run measures every case of cfg and returns the report.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
@@ -158,13 +168,13 @@ func (r *runner) runCase(ctx context.Context, c caseKey) (Row, error) {
 	var samples [2][]sample
 	for rep := range r.cfg.Repetitions {
 		for _, i := range pairOrder(rep) {
-			v := c.variants()[i]
-			s, err := r.runRep(ctx, c, v, rep)
+			v := r.sides(c)[i]
+			s, err := r.runRep(ctx, c, v, i, rep)
 			if err != nil {
 				return Row{}, fmt.Errorf("%s repetition %d: %w", v, rep+1, err)
 			}
 			samples[i] = append(samples[i], s)
-			r.progressSample(c, v, rep, s)
+			r.progressSample(c, r.sideName(v, i), rep, s)
 		}
 	}
 	return newRow(c, samples, r.cfg), nil
@@ -187,12 +197,12 @@ func (r *runner) runSlowCase(ctx context.Context, c caseKey) (Row, error) {
 	var samples [2][]sample
 	var errs [2]error
 	var wg sync.WaitGroup
-	for i, v := range c.variants() {
+	for i, v := range r.sides(c) {
 		wg.Go(func() {
-			s, err := r.runRep(ctx, c, v, 0)
+			s, err := r.runRep(ctx, c, v, i, 0)
 			samples[i], errs[i] = []sample{s}, err
 			if err == nil {
-				r.progressSample(c, v, 0, s)
+				r.progressSample(c, r.sideName(v, i), 0, s)
 			}
 		})
 	}
@@ -201,6 +211,15 @@ func (r *runner) runSlowCase(ctx context.Context, c caseKey) (Row, error) {
 		return Row{}, err
 	}
 	return newRow(c, samples, r.cfg), nil
+}
+
+// sideName is variant, told apart from the first side's in an A/A run
+// ("raw-b"), so progress lines and profiles name the side.
+func (r *runner) sideName(variant string, side int) string {
+	if r.cfg.AgainstItself && side == 1 {
+		return variant + "-b"
+	}
+	return variant
 }
 
 func (r *runner) progressSample(c caseKey, variant string, rep int, s sample) {
@@ -219,8 +238,9 @@ func (r *runner) progress(format string, args ...any) {
 	}
 }
 
-// runRep runs one variant once on a fresh nats-server.
-func (r *runner) runRep(ctx context.Context, c caseKey, variant string, rep int) (sample, error) {
+// runRep runs one variant, on side 0 or 1 of the pair, once on a fresh
+// nats-server.
+func (r *runner) runRep(ctx context.Context, c caseKey, variant string, side, rep int) (sample, error) {
 	timeout := r.cfg.RepTimeout
 	if c.workload == WorkloadSlow {
 		timeout += r.cfg.SlowLimit
@@ -244,7 +264,7 @@ func (r *runner) runRep(ctx context.Context, c caseKey, variant string, rep int)
 	}
 	spec := childSpec{Variant: variant, NATSURL: ns.ClientURL(), MongoURI: r.mongoURI, Database: r.dbName(),
 		Concurrency: c.concurrency, Quiet: r.cfg.Quiet, Prefetch: c.prefetch,
-		Profile: profilePrefix(r.cfg.ProfileDir, variant, c, rep+1)}
+		Profile: profilePrefix(r.cfg.ProfileDir, r.sideName(variant, side), c, rep+1)}
 	if c.workload == WorkloadSlow {
 		spec.Sleep, spec.AckWait = r.cfg.SlowHandler, r.cfg.SlowAckWait
 	}

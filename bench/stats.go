@@ -124,6 +124,9 @@ type Paired struct {
 	// throughput ratio and p99 difference with the probability medianRange
 	// gives for the number of pairs; zero with fewer than two.
 	RateRange, AddedP99Range [2]float64
+	// Rates and AddedP99s are the pairs' own throughput ratios and p99
+	// differences, in pair order, for resampledMet.
+	Rates, AddedP99s []float64
 }
 
 func pairedStats(base, jetfn []sample) Paired {
@@ -149,6 +152,8 @@ func pairedStats(base, jetfn []sample) Paired {
 		CPU:            median(ratios(func(s sample) float64 { return float64(s.cpuPerMsg) })),
 		Allocs:         median(ratios(func(s sample) float64 { return s.allocsPerMsg })),
 		AddedP99Millis: median(added),
+		Rates:          rates,
+		AddedP99s:      added,
 	}
 	p.RateRange, _ = medianRange(rates)
 	p.AddedP99Range, _ = medianRange(added)

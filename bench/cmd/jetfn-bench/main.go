@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -29,6 +30,8 @@ func run() error {
 	cfg := bench.DefaultConfig()
 	scale := flag.Float64("scale", 1, "multiply every message and session count (0.1 for a quick look)")
 	flag.IntVar(&cfg.Repetitions, "reps", cfg.Repetitions, "repetitions per variant and case")
+	flag.BoolVar(&cfg.AgainstItself, "against-itself", false,
+		"run each case's baseline on both sides of every pair (an A/A run: what this machine's noise alone does to the figures and goals); not with -doc or -chart")
 	flag.IntVar(&cfg.Window, "window", cfg.Window, "no-op messages in flight per worker (closed-loop publisher)")
 	flag.DurationVar(&cfg.Quiet, "quiet", cfg.Quiet, "summarize-session quiet period (0 counts twice back to back)")
 	flag.StringVar(&cfg.ProfileDir, "profile", "", "write CPU and allocation profiles of every child to this directory")
@@ -51,6 +54,9 @@ func run() error {
 	doc := flag.String("doc", "", "Markdown file whose results section to rewrite (e.g. docs/benchmarks.md)")
 	chart := flag.String("chart", "", "PNG chart to write (e.g. docs/benchmarks-throughput.png)")
 	flag.Parse()
+	if cfg.AgainstItself && (*doc != "" || *chart != "") {
+		return errors.New("-against-itself: its table compares the baseline with itself, so it writes no -doc or -chart")
+	}
 	applyScale(&cfg, *scale)
 	if err := selectWorkloads(&cfg, *workloads, *slowMessages); err != nil {
 		return err
@@ -133,6 +139,9 @@ func applyScale(cfg *bench.Config, scale float64) {
 }
 
 func output(report *bench.Report, doc, chart string) error {
+	if report.Config.AgainstItself {
+		fmt.Println("A/A run (-against-itself): both sides of every pair ran the case's baseline; the jetfn columns are its second side.")
+	}
 	if err := report.WriteTable(os.Stdout); err != nil {
 		return err
 	}
