@@ -243,3 +243,55 @@ func TestMedianRange(t *testing.T) {
 		t.Errorf("rangeRule(9) = %q", got)
 	}
 }
+
+// TestResampledMet: a bootstrap of the pairs says how often a goal would
+// be met had the run drawn its pairs again. A row of nine pairs, five at
+// 1.00× and four at 0.90×, meets ≥ 0.95× when five or more of nine draws
+// are 1.00×: binomial(9, 5/9) ≥ 5, 0.632. Two such rows must both meet it:
+// 0.632², 0.400. Pure logic.
+func TestResampledMet(t *testing.T) {
+	row := func(pairs ...float64) Row { return Row{Paired: Paired{Rates: pairs}} }
+	rates := func(r Row) []float64 { return r.Paired.Rates }
+	mixed := row(1, 0.9, 1, 0.9, 1, 0.9, 1, 0.9, 1)
+	tests := []struct {
+		name   string
+		rows   []Row
+		lo, hi float64
+	}{
+		{"every pair above", []Row{row(0.96, 1.2, 1.0)}, 1, 1},
+		{"every pair below", []Row{row(0.9, 0.94, 0.8)}, 0, 0},
+		{"one mixed row", []Row{mixed}, 0.632 - 0.05, 0.632 + 0.05},
+		{"two mixed rows, judged on the worst", []Row{mixed, mixed}, 0.400 - 0.05, 0.400 + 0.05},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			share, ok := resampledMet(tt.rows, rates, atLeast(goalRate))
+			if !ok || share < tt.lo || share > tt.hi {
+				t.Errorf("met in %.3f of resamples (ok %v), want %.3f–%.3f", share, ok, tt.lo, tt.hi)
+			}
+		})
+	}
+	if _, ok := resampledMet([]Row{row(1)}, rates, atLeast(goalRate)); ok {
+		t.Error("one pair: resampledMet answered, want no figure")
+	}
+}
+
+// TestSidesAgainstItself: an A/A run puts the baseline on both sides and
+// names the second one apart. Pure logic.
+func TestSidesAgainstItself(t *testing.T) {
+	c := caseKey{workload: WorkloadBudget, concurrency: 16, size: 128, prefetch: 16}
+	r := &runner{cfg: Config{AgainstItself: true}}
+	if got := r.sides(c); got != [2]string{variantRawBud, variantRawBud} {
+		t.Errorf("A/A sides = %v, want the baseline twice", got)
+	}
+	if got := r.sideName(variantRawBud, 1); got != variantRawBud+"-b" {
+		t.Errorf("A/A second side named %q", got)
+	}
+	plain := &runner{}
+	if got := plain.sides(c); got != c.variants() {
+		t.Errorf("sides = %v, want %v", got, c.variants())
+	}
+	if got := plain.sideName(variantJetfnBud, 1); got != variantJetfnBud {
+		t.Errorf("second side named %q, want %q", got, variantJetfnBud)
+	}
+}
