@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"image/png"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -244,30 +245,38 @@ func TestMedianRange(t *testing.T) {
 	}
 }
 
-// TestResampledMet: a bootstrap of the pairs says how often a goal would
-// be met had the run drawn its pairs again. A row of nine pairs, five at
-// 1.00× and four at 0.90×, meets ≥ 0.95× when five or more of nine draws
-// are 1.00×: binomial(9, 5/9) ≥ 5, 0.632. Two such rows must both meet it:
-// 0.632², 0.400. Pure logic.
+// TestResampledMet: a bootstrap of the pairs says how firm a verdict is.
+// A row of nine pairs, five at 1.00× and four at 0.90×, meets ≥ 0.95× when
+// five or more of nine draws are 1.00×: binomial(9, 5/9) ≥ 5, 0.634. Two
+// such rows must both meet it: 0.634², 0.403. A row of 1.2, 0.9 and 0.9
+// meets it when two draws of three are 1.2: 7/27, 0.259 (by the mean it
+// would be 0.70). A share of 1,000 resamples is within ±0.047 (three
+// standard errors at worst) of its exact value. Pure logic.
 func TestResampledMet(t *testing.T) {
-	row := func(pairs ...float64) Row { return Row{Paired: Paired{Rates: pairs}} }
+	row := func(pairs ...float64) Row { return Row{Paired: Paired{Rates: pairs, AddedP99s: pairs}} }
 	rates := func(r Row) []float64 { return r.Paired.Rates }
 	mixed := row(1, 0.9, 1, 0.9, 1, 0.9, 1, 0.9, 1)
 	tests := []struct {
-		name   string
-		rows   []Row
-		lo, hi float64
+		name string
+		rows []Row
+		g    goal
+		want float64 // share of resamples, ±0.047
 	}{
-		{"every pair above", []Row{row(0.96, 1.2, 1.0)}, 1, 1},
-		{"every pair below", []Row{row(0.9, 0.94, 0.8)}, 0, 0},
-		{"one mixed row", []Row{mixed}, 0.632 - 0.05, 0.632 + 0.05},
-		{"two mixed rows, judged on the worst", []Row{mixed, mixed}, 0.400 - 0.05, 0.400 + 0.05},
+		{"every pair above", []Row{row(0.96, 1.2, 1.0)}, atLeast(goalRate), 1},
+		{"every pair below", []Row{row(0.9, 0.94, 0.8)}, atLeast(goalRate), 0},
+		{"one mixed row", []Row{mixed}, atLeast(goalRate), 0.634},
+		{"two mixed rows, judged on the worst", []Row{mixed, mixed}, atLeast(goalRate), 0.403},
+		{"the median, not the mean", []Row{row(1.2, 0.9, 0.9)}, atLeast(goalRate), 7.0 / 27},
+		{"an upper bound (the p99's)", []Row{row(0.1, 0.3, 0.1)}, atMost(goalAddedP99), 20.0 / 27},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			share, ok := resampledMet(tt.rows, rates, atLeast(goalRate))
-			if !ok || share < tt.lo || share > tt.hi {
-				t.Errorf("met in %.3f of resamples (ok %v), want %.3f–%.3f", share, ok, tt.lo, tt.hi)
+			met, ok := resampledMet(tt.rows, rates, tt.g)
+			if share := float64(met) / resamples; !ok || share < tt.want-0.047 || share > tt.want+0.047 {
+				t.Errorf("met in %d of %d resamples (ok %v), want %.3f ± 0.047", met, resamples, ok, tt.want)
+			}
+			if again, _ := resampledMet(tt.rows, rates, tt.g); again != met {
+				t.Errorf("met in %d, then %d: the same run must give the same figure", met, again)
 			}
 		})
 	}
@@ -293,5 +302,17 @@ func TestSidesAgainstItself(t *testing.T) {
 	}
 	if got := plain.sideName(variantJetfnBud, 1); got != variantJetfnBud {
 		t.Errorf("second side named %q, want %q", got, variantJetfnBud)
+	}
+	aa := &Report{Config: Config{AgainstItself: true}}
+	if err := UpdateDoc(filepath.Join(t.TempDir(), "benchmarks.md"), aa, "", "jetfn-bench"); err == nil {
+		t.Error("UpdateDoc published an A/A run")
+	}
+	if err := aa.WriteChart(io.Discard); err == nil {
+		t.Error("WriteChart drew an A/A run")
+	}
+	cfg := DefaultConfig()
+	cfg.AgainstItself = true
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "trace or slow") {
+		t.Errorf("an A/A run with the trace case: Validate = %v, want a refusal", err)
 	}
 }

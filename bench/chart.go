@@ -31,8 +31,11 @@ var (
 
 // WriteChart draws the no-op rows' throughput as grouped bars, baseline and
 // jetfn side by side per size and concurrency, with jetfn/raw under each
-// group.
+// group. It refuses an A/A run's report, whose bars would all be raw.
 func (r *Report) WriteChart(w io.Writer) error {
+	if r.Config.AgainstItself {
+		return errAgainstItself
+	}
 	var rows []Row
 	for _, row := range r.Rows {
 		if row.Workload == WorkloadNoop {

@@ -160,6 +160,12 @@ func (c Config) Validate() error {
 	if c.Quiet < 0 {
 		errs = append(errs, fmt.Errorf("quiet: %s is negative", c.Quiet))
 	}
+	if c.AgainstItself && (c.Trace || c.SlowMessages > 0) {
+		// The trace case already compares jetfn with itself, and the slow
+		// goal judges jetfn's own redeliveries, which raw's are not: an A/A
+		// run of either would miss or pass by design, not by noise.
+		errs = append(errs, errors.New("againstItself: not with the trace or slow cases (leave trace and slow out of the workloads)"))
+	}
 	if c.RepTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("repTimeout: %s is not positive", c.RepTimeout))
 	}

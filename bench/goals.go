@@ -234,18 +234,19 @@ func (r *Report) Targets() []Target {
 // resamples is how many times resampledMet draws a run's pairs again.
 const resamples = 1000
 
-// resampledMet is how often a goal judged on rows would have been met had
-// the run drawn its pairs again: each row's pairs are drawn anew from its
-// own, with replacement (a bootstrap), the median taken again, and the goal
-// judged on the worst row, resamples times. A goal met in half of them is
-// a coin flip on this machine, whatever this run's verdict; one met in
-// nearly all of them would hold in a rerun. The seed is fixed, so the same
-// run gives the same figure. ok is false when a row has fewer than two
-// pairs.
-func resampledMet(rows []Row, pairs func(Row) []float64, g goal) (share float64, ok bool) {
+// resampledMet is how firm a run's verdict on a goal is on its own pairs:
+// how often the goal would have been met had the run drawn its pairs again.
+// Each row's pairs are drawn anew from its own, with replacement (a
+// bootstrap), the median taken again, and the goal judged on the worst row,
+// resamples times. A verdict met in about half of them rests on a pair or
+// two; one met in nearly all of them does not. It cannot see what moves
+// from run to run (a machine in a slower phase), so it says how firm this
+// verdict is, not how often a rerun meets the goal. The seed is fixed, so
+// the same run gives the same figure. ok is false when a row has fewer
+// than two pairs.
+func resampledMet(rows []Row, pairs func(Row) []float64, g goal) (met int, ok bool) {
 	rng := rand.New(rand.NewPCG(16, 16))
 	var drawn []float64
-	met := 0
 	for range resamples {
 		all := true
 		for _, row := range rows {
@@ -263,17 +264,18 @@ func resampledMet(rows []Row, pairs func(Row) []float64, g goal) (share float64,
 			met++
 		}
 	}
-	return float64(met) / resamples, true
+	return met, true
 }
 
-// resampledNote is "; met in 41 % of 1000 resamples of the pairs", or ""
-// when resampledMet cannot tell.
+// resampledNote is "; met in 412 of 1000 resamples of the pairs", or ""
+// when resampledMet cannot tell. A count, not a rounded percentage, so 996
+// does not read as all of them.
 func resampledNote(rows []Row, pairs func(Row) []float64, g goal) string {
-	share, ok := resampledMet(rows, pairs, g)
+	met, ok := resampledMet(rows, pairs, g)
 	if !ok {
 		return ""
 	}
-	return fmt.Sprintf("; met in %.0f %% of %d resamples of the pairs", 100*share, resamples)
+	return fmt.Sprintf("; met in %d of %d resamples of the pairs", met, resamples)
 }
 
 // goal says whether a value meets a target and which of two is worse.

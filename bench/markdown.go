@@ -17,10 +17,18 @@ const (
 	docEnd   = "<!-- bench:results:end -->"
 )
 
+// errAgainstItself refuses to publish an A/A run as results: its "jetfn"
+// columns are the baseline's second side.
+var errAgainstItself = errors.New("an A/A run (AgainstItself) compares the baseline with itself: it writes no doc or chart")
+
 // UpdateDoc writes the report between the markers of the Markdown file at
 // path, creating the file (markers only) if it does not exist. chart is
 // the chart's path relative to the doc; command is how the run was started.
+// It refuses an A/A run's report.
 func UpdateDoc(path string, r *Report, chart, command string) error {
+	if r.Config.AgainstItself {
+		return errAgainstItself
+	}
 	old, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		old = []byte(docStart + "\n" + docEnd + "\n")

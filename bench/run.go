@@ -171,7 +171,7 @@ func (r *runner) runCase(ctx context.Context, c caseKey) (Row, error) {
 			v := r.sides(c)[i]
 			s, err := r.runRep(ctx, c, v, i, rep)
 			if err != nil {
-				return Row{}, fmt.Errorf("%s repetition %d: %w", v, rep+1, err)
+				return Row{}, fmt.Errorf("%s repetition %d: %w", r.sideName(v, i), rep+1, err)
 			}
 			samples[i] = append(samples[i], s)
 			r.progressSample(c, r.sideName(v, i), rep, s)
