@@ -31,7 +31,8 @@ func run() error {
 	scale := flag.Float64("scale", 1, "multiply every message and session count (0.1 for a quick look)")
 	flag.IntVar(&cfg.Repetitions, "reps", cfg.Repetitions, "repetitions per variant and case")
 	flag.BoolVar(&cfg.AgainstItself, "against-itself", false,
-		"run each case's baseline on both sides of every pair (an A/A run: what this machine's noise alone does to the figures and goals); not with -doc or -chart")
+		"run each case's baseline on both sides of every pair (an A/A run: what this machine's noise alone does to the figures and goals); "+
+			"not with -doc, -chart or the trace and slow workloads, and -workloads defaults to "+againstItselfWorkloads)
 	flag.IntVar(&cfg.Window, "window", cfg.Window, "no-op messages in flight per worker (closed-loop publisher)")
 	flag.DurationVar(&cfg.Quiet, "quiet", cfg.Quiet, "summarize-session quiet period (0 counts twice back to back)")
 	flag.StringVar(&cfg.ProfileDir, "profile", "", "write CPU and allocation profiles of every child to this directory")
@@ -57,6 +58,9 @@ func run() error {
 	if cfg.AgainstItself && (*doc != "" || *chart != "") {
 		return errors.New("-against-itself: its table compares the baseline with itself, so it writes no -doc or -chart")
 	}
+	if cfg.AgainstItself && !flagSet("workloads") {
+		*workloads = againstItselfWorkloads
+	}
 	applyScale(&cfg, *scale)
 	if err := selectWorkloads(&cfg, *workloads, *slowMessages); err != nil {
 		return err
@@ -77,6 +81,18 @@ func run() error {
 		return err
 	}
 	return output(report, *doc, *chart)
+}
+
+// againstItselfWorkloads are an A/A run's workloads unless -workloads
+// names others: the default run's without trace, which compares jetfn with
+// itself already.
+const againstItselfWorkloads = "noop,budget,rate,drain,e2e"
+
+// flagSet reports whether the command line set the flag name.
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // selectWorkloads turns off the workloads not named.
