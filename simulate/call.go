@@ -45,9 +45,10 @@ type CallOptions struct {
 	// be counted.
 	LateSegments int
 	LateDelay    time.Duration
-	// Timeout bounds the whole simulation, waiting included.
+	// Timeout bounds the whole simulation, retries and waiting included.
 	Timeout time.Duration
-	// Logger receives the publisher's errors; nil discards them.
+	// Logger receives the publisher's errors and each retried step; nil
+	// discards them.
 	Logger *slog.Logger
 	// Tracer, when set, starts one span per session; everything the
 	// session publishes carries it, so its whole path through jetfn is one
@@ -84,6 +85,8 @@ func (o CallOptions) Validate() error {
 // Call plays the transcriber against the stack at natsURL and db: for each
 // session it saves and publishes the scripted segments, publishes
 // session-ended, saves the late segments, and waits for transcript.processed.
+// A save or publish that fails is retried until the timeout (see retry), so
+// a restart of Mongo or NATS mid-call delays the call and does not end it.
 // One session's summary is printed to out; several sessions print how many
 // completed and how long it took. It returns ErrCallNotProcessed if any
 // session timed out.
@@ -157,12 +160,13 @@ func playCall(ctx context.Context, tr *publish.Transcriber, w *processedWaiter, 
 	defer func() { end(err) }()
 	segs := callScript(s, opts.Segments)
 	onTime, late := segs[:len(segs)-opts.LateSegments], segs[len(segs)-opts.LateSegments:]
-	for _, seg := range onTime {
-		if err := tr.SaveSegment(ctx, seg); err != nil {
-			return err
-		}
+	if err := saveSegments(ctx, tr, onTime, opts.Logger); err != nil {
+		return err
 	}
-	if err := tr.SessionEnded(ctx, s.conversationID, s.sessionID, len(segs)); err != nil {
+	err = retry(ctx, opts.Logger, "session-ended "+s.sessionID, func(ctx context.Context) error {
+		return tr.SessionEnded(ctx, s.conversationID, s.sessionID, len(segs))
+	})
+	if err != nil {
 		return err
 	}
 	if len(late) > 0 {
@@ -172,10 +176,8 @@ func playCall(ctx context.Context, tr *publish.Transcriber, w *processedWaiter, 
 			return ctx.Err()
 		}
 	}
-	for _, seg := range late {
-		if err := tr.SaveSegment(ctx, seg); err != nil {
-			return err
-		}
+	if err := saveSegments(ctx, tr, late, opts.Logger); err != nil {
+		return err
 	}
 	select {
 	case <-w.done(s.key()):
@@ -183,6 +185,18 @@ func playCall(ctx context.Context, tr *publish.Transcriber, w *processedWaiter, 
 	case <-ctx.Done():
 		return fmt.Errorf("session %s: %w", s.key(), ErrCallNotProcessed)
 	}
+}
+
+// saveSegments saves and publishes segs in order, each retried through an
+// outage (see retry).
+func saveSegments(ctx context.Context, tr *publish.Transcriber, segs []events.Segment, log *slog.Logger) error {
+	for _, seg := range segs {
+		err := retry(ctx, log, "segment "+seg.Key(), func(ctx context.Context) error { return tr.SaveSegment(ctx, seg) })
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // callLines is the built-in conversation; longer sessions go round again.

@@ -4,14 +4,21 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
+	"maps"
+	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/jetfn/jetfn"
+	"github.com/jetfn/jetfn/devstack"
+	"github.com/jetfn/jetfn/events"
 	summarizesession "github.com/jetfn/jetfn/functions/summarize-session"
 	"github.com/jetfn/jetfn/manifest"
 	"github.com/jetfn/jetfn/runtime"
@@ -37,7 +44,7 @@ functions:
       - subject: transcript.processed
         stream: TRANSCRIPTION
     config:
-      quiet: 1s
+      quiet: 2s
 `
 
 // startCallStack starts embedded NATS and FerretDB and, when m is given, a
@@ -113,8 +120,116 @@ func TestCall(t *testing.T) {
 	}
 }
 
+// TestCallRidesOutMongoOutage: Mongo is down when the call starts; the
+// simulated transcriber retries its first segment until Mongo is back on
+// the same address, and the call completes with every segment, once.
+func TestCallRidesOutMongoOutage(t *testing.T) {
+	ns := runtimetest.StartNATS(t)
+	dir := t.TempDir()
+	down, err := devstack.StartMongo("127.0.0.1:0", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Registered first, so it runs last: after every client has
+	// disconnected, when FerretDB has no connection to wait for.
+	mongoNow := down
+	t.Cleanup(func() { mongoNow.Stop() })
+	addr, err := url.Parse(down.URI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := runtimetest.ConnectMongo(t, down.URI).Database(t.Name())
+	m, err := manifest.Parse([]byte(callManifest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn := jetfn.Function{Name: summarizesession.Name, New: summarizesession.New}
+	rt, err := runtime.New(runtimetest.Connect(t, ns.ClientURL()), m, []jetfn.Function{fn}, runtime.WithMongo(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtimetest.RunInBackground(t, rt)
+	down.Stop()
+
+	// A short server selection makes each try fail fast while Mongo is down.
+	client, err := mongo.Connect(options.Client().ApplyURI(down.URI).SetServerSelectionTimeout(300 * time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	var logs syncBuffer
+	opts := simulate.DefaultCallOptions()
+	opts.LateDelay = 200 * time.Millisecond
+	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	var out bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- simulate.Call(context.Background(), ns.ClientURL(), client.Database(t.Name()), &out, opts)
+	}()
+	runtimetest.Eventually(t, 20*time.Second, "a retried segment save while Mongo is down", func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("Call returned while Mongo was down: %v", err)
+		default:
+		}
+		return strings.Contains(logs.String(), "simulate: retrying")
+	})
+	back, err := devstack.StartMongo(addr.Host, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mongoNow = back
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Call after Mongo came back: %v\n%s", err, out.String())
+		}
+	case <-time.After(opts.Timeout):
+		t.Fatal("Call did not return within its own timeout")
+	}
+	if !strings.Contains(out.String(), "12 of 12 segments, complete") {
+		t.Errorf("output lacks the complete summary:\n%s", out.String())
+	}
+	if !strings.Contains(logs.String(), "step=\"segment sim-") {
+		t.Errorf("the retry log does not name the segment:\n%s", logs.String())
+	}
+	js, err := jetstream.New(runtimetest.Connect(t, ns.ClientURL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := map[string]int{}
+	for _, msg := range runtimetest.StreamMessages(t, js, "TRANSCRIPTION") {
+		stored[msg.Subject]++
+	}
+	want := map[string]int{events.SegmentSubject: 12, events.SessionEndedSubject: 1, events.TranscriptProcessedSubject: 1}
+	if !maps.Equal(stored, want) {
+		t.Errorf("stream holds %v, want %v", stored, want)
+	}
+}
+
+// syncBuffer is a bytes.Buffer that Call's goroutines may log to while the
+// test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
 // TestCallWithoutFunction: with nothing summarizing, Call gives up at its
-// timeout with ErrCallNotProcessed and says how many completed.
+// timeout with ErrCallNotProcessed and says how many completed. The
+// sessions are silent, so the timeout is spent waiting, never saving: a
+// save that a loaded machine slows past it would fail the call otherwise.
 func TestCallWithoutFunction(t *testing.T) {
 	url, db := startCallStack(t, "")
 	js, err := jetstream.New(runtimetest.Connect(t, url))
@@ -126,7 +241,7 @@ func TestCallWithoutFunction(t *testing.T) {
 		t.Fatal(err)
 	}
 	opts := simulate.DefaultCallOptions()
-	opts.Sessions, opts.Timeout = 2, 2*time.Second
+	opts.Sessions, opts.Segments, opts.LateSegments, opts.Timeout = 2, 0, 0, 2*time.Second
 	var out bytes.Buffer
 	err = simulate.Call(context.Background(), url, db, &out, opts)
 	if !errors.Is(err, simulate.ErrCallNotProcessed) {
