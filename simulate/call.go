@@ -86,7 +86,10 @@ func (o CallOptions) Validate() error {
 // session it saves and publishes the scripted segments, publishes
 // session-ended, saves the late segments, and waits for transcript.processed.
 // A save or publish that fails is retried until the timeout (see retry), so
-// a restart of Mongo or NATS mid-call delays the call and does not end it.
+// a Mongo outage, or NATS restarting under a publish, delays the call
+// instead of ending it. (A transcript.processed sent while the
+// simulation's own connection is down is missed, and that session then
+// times out.)
 // One session's summary is printed to out; several sessions print how many
 // completed and how long it took. It returns ErrCallNotProcessed if any
 // session timed out.

@@ -44,7 +44,7 @@ functions:
       - subject: transcript.processed
         stream: TRANSCRIPTION
     config:
-      quiet: 2s
+      quiet: 3s
 `
 
 // startCallStack starts embedded NATS and FerretDB and, when m is given, a
@@ -91,9 +91,9 @@ func TestCall(t *testing.T) {
 				"  - Morning everyone, can you all hear me?\n", "  - Who trains the nurses on the new app?\n"}},
 		{name: "silent call", opts: func(o *simulate.CallOptions) { o.Segments, o.LateSegments = 0, 0 },
 			want: []string{"0 of 0 segments, complete", "Words per speaker:\n  (none)", "Questions:\n  (none)"}},
-		{name: "late segments after the quiet period are missed", opts: func(o *simulate.CallOptions) { o.LateDelay = 3500 * time.Millisecond },
+		{name: "late segments after the quiet period are missed", opts: func(o *simulate.CallOptions) { o.LateDelay = 6 * time.Second },
 			want: []string{"10 of 12 segments, INCOMPLETE"}},
-		{name: "concurrent calls", opts: func(o *simulate.CallOptions) { o.Sessions = 6 },
+		{name: "concurrent calls", opts: func(o *simulate.CallOptions) { o.Sessions, o.Timeout = 6, 3*time.Minute },
 			want: []string{"6/6 completed in ", "(6 with every segment)"}, wantNot: []string{"Longest turns"}},
 	}
 	for _, tt := range tests {
@@ -164,7 +164,7 @@ func TestCallRidesOutMongoOutage(t *testing.T) {
 	var out bytes.Buffer
 	done := make(chan error, 1)
 	go func() {
-		done <- simulate.Call(context.Background(), ns.ClientURL(), client.Database(t.Name()), &out, opts)
+		done <- simulate.Call(t.Context(), ns.ClientURL(), client.Database(t.Name()), &out, opts)
 	}()
 	runtimetest.Eventually(t, 20*time.Second, "a retried segment save while Mongo is down", func() bool {
 		select {

@@ -103,7 +103,7 @@ func TestRecordingWithoutFunction(t *testing.T) {
 		}
 	}
 	opts := simulate.DefaultRecordingOptions()
-	opts.Timeout = 500 * time.Millisecond
+	opts.Timeout = 2 * time.Second
 	err = simulate.Recording(context.Background(), ns.ClientURL(), nil, &bytes.Buffer{}, opts)
 	if !errors.Is(err, simulate.ErrRecordingNotProcessed) || !strings.Contains(err.Error(), "0 of 7 notices") {
 		t.Fatalf("without the function: %v, want ErrRecordingNotProcessed after 0 of 7 notices", err)

@@ -41,7 +41,7 @@ func simulateCall(ctx context.Context, cfg Config, args []string, out, errOut io
 	fs.IntVar(&opts.Segments, "segments", opts.Segments, "segments per call (0 is a silent session)")
 	fs.IntVar(&opts.LateSegments, "late", opts.LateSegments, "segments saved after session-ended")
 	fs.DurationVar(&opts.LateDelay, "late-delay", opts.LateDelay, "how long after session-ended the late segments are saved")
-	fs.DurationVar(&opts.Timeout, "timeout", opts.Timeout, "give up waiting for transcript.processed after this")
+	fs.DurationVar(&opts.Timeout, "timeout", opts.Timeout, "give up after this: on the whole call, retries of saves and publishes included")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

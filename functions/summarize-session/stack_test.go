@@ -121,18 +121,32 @@ var script = []struct{ speaker, text string }{
 	{"Ben", "It did, no errors."},
 }
 
-// save stores and publishes the session's segments with these indexes.
+// save stores and publishes the session's segments with these indexes. A
+// save that fails (a loaded machine can stall a FerretDB write past
+// publish.SaveTimeout) is tried again for up to saveRetryFor, as a
+// transcriber would: the upsert and the message ID make that harmless.
 func (s *stack) save(conv, sess string, indexes ...int) {
 	s.t.Helper()
 	for _, i := range indexes {
 		line := script[i%len(script)]
 		seg := events.Segment{ConversationID: conv, SessionID: sess, Index: i, Speaker: line.speaker,
 			Text: line.text, StartMs: int64(i) * 3000, EndMs: int64(i)*3000 + 2500}
-		if err := s.tr.SaveSegment(context.Background(), seg); err != nil {
-			s.t.Fatalf("saving segment %d: %v", i, err)
+		for deadline := time.Now().Add(saveRetryFor); ; {
+			err := s.tr.SaveSegment(context.Background(), seg)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				s.t.Fatalf("saving segment %d: %v", i, err)
+			}
+			s.t.Logf("saving segment %d: %v; trying again", i, err)
+			time.Sleep(100 * time.Millisecond) // a refused connection fails at once
 		}
 	}
 }
+
+// saveRetryFor bounds how long save tries one segment.
+const saveRetryFor = 30 * time.Second
 
 func (s *stack) sessionEnded(conv, sess string, published int) {
 	s.t.Helper()
