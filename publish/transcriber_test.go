@@ -198,8 +198,8 @@ func TestTranscriberNATSDown(t *testing.T) {
 		if err == nil {
 			t.Errorf("%s: publish with NATS down returned nil", tt.name)
 		}
-		if limit := tt.limit; took > limit {
-			t.Errorf("%s: blocked the caller %s, want at most %s", tt.name, took, limit)
+		if took > tt.limit {
+			t.Errorf("%s: blocked the caller %s, want at most %s", tt.name, took, tt.limit)
 		}
 	}
 	if got := len(storedSegments(t, db)); got != 2 {

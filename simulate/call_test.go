@@ -8,7 +8,6 @@ import (
 	"maps"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -157,7 +156,7 @@ func TestCallRidesOutMongoOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
-	var logs syncBuffer
+	var logs runtimetest.LogBuffer
 	opts := simulate.DefaultCallOptions()
 	opts.LateDelay = 200 * time.Millisecond
 	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
@@ -205,25 +204,6 @@ func TestCallRidesOutMongoOutage(t *testing.T) {
 	if !maps.Equal(stored, want) {
 		t.Errorf("stream holds %v, want %v", stored, want)
 	}
-}
-
-// syncBuffer is a bytes.Buffer that Call's goroutines may log to while the
-// test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestCallWithoutFunction: with nothing summarizing, Call gives up at its

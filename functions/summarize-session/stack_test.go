@@ -3,6 +3,7 @@ package summarizesession_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"strings"
@@ -131,17 +132,13 @@ func (s *stack) save(conv, sess string, indexes ...int) {
 		line := script[i%len(script)]
 		seg := events.Segment{ConversationID: conv, SessionID: sess, Index: i, Speaker: line.speaker,
 			Text: line.text, StartMs: int64(i) * 3000, EndMs: int64(i)*3000 + 2500}
-		for deadline := time.Now().Add(saveRetryFor); ; {
+		runtimetest.Eventually(s.t, saveRetryFor, fmt.Sprintf("segment %d saved", i), func() bool {
 			err := s.tr.SaveSegment(context.Background(), seg)
-			if err == nil {
-				break
+			if err != nil {
+				s.t.Logf("saving segment %d: %v; trying again", i, err)
 			}
-			if time.Now().After(deadline) {
-				s.t.Fatalf("saving segment %d: %v", i, err)
-			}
-			s.t.Logf("saving segment %d: %v; trying again", i, err)
-			time.Sleep(100 * time.Millisecond) // a refused connection fails at once
-		}
+			return err == nil
+		})
 	}
 }
 
