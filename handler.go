@@ -3,7 +3,6 @@ package jetfn
 import (
 	"context"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -51,22 +50,14 @@ type Msg struct {
 	// same across redeliveries.
 	Stream         string
 	StreamSequence uint64
+	// StreamIdentity names this incarnation of the stream (a hash of its
+	// creation time, as nats-server computes one): a stream deleted and
+	// created again restarts its sequences at 1. Empty when unknown.
+	StreamIdentity string
 	// NumDelivered is 1 on the first delivery and grows with each redelivery.
 	NumDelivered uint64
 	// Published is when the stream stored the message.
 	Published time.Time
-}
-
-// ID names the stored message, the same on every redelivery: the
-// publisher's Nats-Msg-Id when it set one, else "<stream>:<stream
-// sequence>". An output keyed by it (or by a field that names the request)
-// is stored once however often the input is delivered, and two different
-// inputs never share an output.
-func (m Msg) ID() string {
-	if id := m.Header.Get("Nats-Msg-Id"); id != "" {
-		return id
-	}
-	return m.Stream + ":" + strconv.FormatUint(m.StreamSequence, 10)
 }
 
 // Header holds a message's NATS headers. It has nats.Header's shape, so the

@@ -67,6 +67,13 @@ func (m *Manifest) Permissions(o PermissionOptions) Permissions {
 			pub.add("$JS.API.CONSUMER.DELETE." + s + "." + d)
 		}
 	}
+	if len(m.Functions) > 0 {
+		// A dead letter the stream acknowledges as a duplicate is read
+		// back, to tell a crash's repeat from an ID that names another
+		// message.
+		dl := m.DeadLetter.Stream
+		pub.add("$JS.API.STREAM.INFO."+dl, "$JS.API.STREAM.MSG.GET."+dl)
+	}
 	if o.Provision {
 		for _, s := range m.Streams {
 			pub.add("$JS.API.STREAM.CREATE."+s.Name, "$JS.API.STREAM.UPDATE."+s.Name, "$JS.API.STREAM.INFO."+s.Name)

@@ -29,6 +29,8 @@ var (
 		[]string{"function"}, nil)
 	descDuplicateOutputs = prometheus.NewDesc("jetfn_duplicate_outputs_total",
 		"Outputs the stream acknowledged as duplicates of an earlier message with the same ID.", []string{"function"}, nil)
+	descDeadLetterFailures = prometheus.NewDesc("jetfn_dead_letter_failures_total",
+		"Dead letters the dead-letter stream did not store; each message was kept and retried, never terminated.", []string{"function"}, nil)
 	descAbandoned = prometheus.NewDesc("jetfn_abandoned_total",
 		"Handler runs abandoned after the function's timeout (their messages settled as failures).", []string{"function"}, nil)
 	descAbandonedRunning = prometheus.NewDesc("jetfn_abandoned_running",
@@ -48,7 +50,7 @@ var _ prometheus.Collector = statsCollector{}
 func (statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descHandled, descOutcomes, descRedeliveries, descHeartbeats,
 		descBufferBeats, descInFlight, descPending, descAckPending, descConsumerMissing, descDuplicateOutputs,
-		descAbandoned, descAbandonedRunning, descRemoteInstances, descRemoteUnanswered} {
+		descDeadLetterFailures, descAbandoned, descAbandonedRunning, descRemoteInstances, descRemoteUnanswered} {
 		ch <- d
 	}
 }
@@ -73,6 +75,7 @@ func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descAckPending, float64(s.NumAckPending))
 		gauge(descConsumerMissing, boolGauge(s.ConsumerError != ""))
 		counter(descDuplicateOutputs, s.DuplicateOutputs)
+		counter(descDeadLetterFailures, s.DeadLetterFailures)
 		counter(descAbandoned, s.Abandoned)
 		gauge(descAbandonedRunning, float64(s.AbandonedRunning))
 		if s.Remote != "" {

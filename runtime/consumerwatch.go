@@ -48,6 +48,8 @@ type consumerHandle struct {
 	// stream's first message would redeliver messages older than any
 	// duplicate window.
 	ackFloor atomic.Uint64
+	// identity is StreamIdentity(created), read for every message.
+	identity atomic.Pointer[string]
 	missing  atomic.Pointer[string]
 	kick     chan struct{}
 }
@@ -57,7 +59,25 @@ func newConsumerHandle(js jetstream.JetStream, spec manifest.FunctionSpec, strea
 	h := &consumerHandle{js: js, spec: spec, stream: stream, digest: digest, provision: provision, log: log,
 		current: c, created: created, kick: make(chan struct{}, 1)}
 	h.ackFloor.Store(c.CachedInfo().AckFloor.Stream)
+	h.setIdentity(created)
 	return h
+}
+
+func (h *consumerHandle) setIdentity(created time.Time) {
+	id := StreamIdentity(created)
+	h.identity.Store(&id)
+}
+
+// streamIdentity names the incarnation of the stream the consumer reads;
+// empty for a binding without a consumer (unit tests).
+func (h *consumerHandle) streamIdentity() string {
+	if h == nil {
+		return ""
+	}
+	if id := h.identity.Load(); id != nil {
+		return *id
+	}
+	return ""
 }
 
 func (h *consumerHandle) get() jetstream.Consumer {
@@ -184,5 +204,6 @@ func (h *consumerHandle) swap(c jetstream.Consumer, created time.Time) {
 	h.mu.Lock()
 	h.current, h.created = c, created
 	h.mu.Unlock()
+	h.setIdentity(created)
 	h.ackFloor.Store(c.CachedInfo().AckFloor.Stream)
 }

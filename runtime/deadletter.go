@@ -2,12 +2,15 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetfn/jetfn"
 )
 
 // Headers the runtime adds to a dead letter, beside the original's own.
@@ -21,62 +24,136 @@ const (
 	// HeaderOriginalMsgID keeps the original Nats-Msg-Id, which the dead
 	// letter's own ID replaces.
 	HeaderOriginalMsgID = "Jetfn-Original-Msg-Id"
+	// HeaderMsgID is the identity the function saw (jetfn.Msg.ID): a replay
+	// hands the copy to the function under it (jetfn.HeaderReplayOf).
+	HeaderMsgID = "Jetfn-Msg-Id"
+	// HeaderOriginalStreamIdentity names the incarnation of the original
+	// stream (streamIdentity), which its sequence alone does not.
+	HeaderOriginalStreamIdentity = "Jetfn-Original-Stream-Identity"
+	// HeaderOriginalPrefix prefixes every Nats-* header of the original but
+	// its Nats-Msg-Id: the server acts on those (Nats-TTL, Nats-Rollup,
+	// Nats-Incr, Nats-Expected-*, Nats-Schedule, …), and the dead-letter
+	// stream would apply them to the copy or refuse it. Under this prefix a
+	// person still reads them, and a replay leaves them out.
+	HeaderOriginalPrefix = "Jetfn-Original-"
 )
 
 // deadLetter is one message on its way to the dead-letter stream.
 type deadLetter struct {
-	function     string
-	stream       string
-	subject      string
-	sequence     uint64
-	numDelivered uint64
-	data         []byte
-	header       nats.Header
-	reason       string
+	function       string
+	stream         string
+	streamIdentity string
+	subject        string
+	sequence       uint64
+	numDelivered   uint64
+	// id is the identity the function saw (jetfn.Msg.ID).
+	id     string
+	data   []byte
+	header nats.Header
+	reason string
 }
 
-// msgID is <function>:<stream>:<sequence>: the stream drops a second dead
-// letter of one function for the same message, so a crash in the middle of
+// newDeadLetter is msg's dead letter for function, with cause as reason.
+func newDeadLetter(function string, msg jetfn.Msg, cause error) deadLetter {
+	return deadLetter{
+		function: function, stream: msg.Stream, streamIdentity: msg.StreamIdentity, subject: msg.Subject,
+		sequence: msg.StreamSequence, numDelivered: msg.NumDelivered, id: msg.ID(),
+		data: msg.Data, header: nats.Header(msg.Header), reason: cause.Error(),
+	}
+}
+
+// msgID is DeadLetterMsgID: the stream drops a second dead letter of one
+// function for the same message, so a crash in the middle of
 // dead-lettering cannot make two, while two functions reading one stream
 // each keep a record of their own.
 func (d deadLetter) msgID() string {
-	return DeadLetterMsgID(d.function, d.stream, d.sequence)
+	return DeadLetterMsgID(d.function, d.stream, d.streamIdentity, d.sequence)
 }
 
 // DeadLetterMsgID is the Nats-Msg-Id of a function's dead letter for the
-// message at sequence seq of stream.
-func DeadLetterMsgID(function, stream string, seq uint64) string {
-	return function + ":" + stream + ":" + strconv.FormatUint(seq, 10)
+// message at sequence seq of the incarnation streamIdentity of stream:
+// "<function>:<stream>@<identity>:<seq>" (jetfn.StoredMsgID). The identity
+// keeps a stream recreated with sequences from 1 from giving a new
+// message's dead letter an old one's ID, which the dead-letter stream
+// would drop as a duplicate.
+func DeadLetterMsgID(function, stream, streamIdentity string, seq uint64) string {
+	return function + ":" + jetfn.StoredMsgID(stream, streamIdentity, seq)
 }
 
 func (d deadLetter) natsMsg(subject string) *nats.Msg {
-	h := nats.Header{}
+	h := make(nats.Header, len(d.header)+10)
 	for k, v := range d.header {
-		// Expectations (Nats-Expected-Stream, -Last-Sequence, …) were for
-		// the original's stream; kept, DEADLETTER would refuse the copy.
-		if strings.HasPrefix(k, "Nats-Expected-") {
-			continue
+		v = append([]string(nil), v...)
+		switch {
+		case k == jetstream.MsgIDHeader:
+			h[HeaderOriginalMsgID] = v
+		case serverInterpreted(k):
+			h[HeaderOriginalPrefix+k] = v
+		default:
+			h[k] = v
 		}
-		h[k] = append([]string(nil), v...)
-	}
-	if id := h.Get(jetstream.MsgIDHeader); id != "" {
-		h.Set(HeaderOriginalMsgID, id)
 	}
 	h.Set(jetstream.MsgIDHeader, d.msgID())
 	h.Set(HeaderFunction, d.function)
 	h.Set(HeaderOriginalSubject, d.subject)
 	h.Set(HeaderOriginalStream, d.stream)
+	if d.streamIdentity != "" {
+		h.Set(HeaderOriginalStreamIdentity, d.streamIdentity)
+	}
 	h.Set(HeaderStreamSequence, strconv.FormatUint(d.sequence, 10))
 	h.Set(HeaderNumDelivered, strconv.FormatUint(d.numDelivered, 10))
+	h.Set(HeaderMsgID, d.id)
 	h.Set(HeaderError, headerValue(d.reason))
 	return &nats.Msg{Subject: subject, Data: d.data, Header: h}
 }
 
-// publishDeadLetter stores d on the dead-letter subject and waits for the
-// stream's acknowledgement; only then may the original be Term'd.
+// serverInterpreted reports a header the server may act on: every Nats-*
+// header (matched without regard to case) but the message ID, which
+// natsMsg keeps apart.
+func serverInterpreted(key string) bool {
+	return len(key) > 5 && strings.EqualFold(key[:5], "Nats-") && !strings.EqualFold(key, jetstream.MsgIDHeader)
+}
+
+// publishDeadLetter stores d on the dead-letter stream and waits for the
+// stream's acknowledgement; only then may the original be Term'd. A
+// duplicate acknowledgement is success only when the dead letter the
+// stream already holds under that ID is this message's (a crash between
+// dead-lettering and Term, say): an ID that named another message would
+// otherwise Term this one with no record.
 func publishDeadLetter(ctx context.Context, js jetstream.JetStream, subject string, d deadLetter) error {
-	if _, err := js.PublishMsg(ctx, d.natsMsg(subject)); err != nil {
+	ack, err := js.PublishMsg(ctx, d.natsMsg(subject))
+	if err != nil {
 		return fmt.Errorf("dead-lettering %s: %w", d.msgID(), err)
+	}
+	if !ack.Duplicate {
+		return nil
+	}
+	return d.checkStored(ctx, js, ack)
+}
+
+// checkStored compares the dead letter the stream kept under d's ID with
+// d. One deleted since (a replay deletes what it replayed) cannot be read:
+// the ID names d's stream incarnation, function and sequence, so it was
+// d's.
+func (d deadLetter) checkStored(ctx context.Context, js jetstream.JetStream, ack *jetstream.PubAck) error {
+	s, err := js.Stream(ctx, ack.Stream)
+	var stored *jetstream.RawStreamMsg
+	if err == nil {
+		stored, err = s.GetMsg(ctx, ack.Sequence)
+	}
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("dead-lettering %s: the stream reported a duplicate, and reading the one it holds failed: %w", d.msgID(), err)
+	}
+	h := stored.Header
+	if h.Get(HeaderFunction) != d.function || h.Get(HeaderOriginalStream) != d.stream ||
+		h.Get(HeaderStreamSequence) != strconv.FormatUint(d.sequence, 10) ||
+		h.Get(HeaderOriginalStreamIdentity) != d.streamIdentity {
+		return fmt.Errorf("%w: %s is already the ID of %s message %d (function %s, stream %s sequence %s)",
+			ErrDeadLetterIDTaken, d.msgID(), ack.Stream, ack.Sequence, h.Get(HeaderFunction),
+			h.Get(HeaderOriginalStream), h.Get(HeaderStreamSequence))
 	}
 	return nil
 }

@@ -471,6 +471,7 @@ func (b *binding) toMsg(m *nats.Msg) (jetfn.Msg, error) {
 		Header:         jetfn.Header(m.Header),
 		Stream:         meta.stream,
 		StreamSequence: meta.streamSeq,
+		StreamIdentity: b.consumer.streamIdentity(),
 		NumDelivered:   meta.numDelivered,
 		Published:      time.Unix(0, meta.timestamp),
 	}, nil
@@ -583,12 +584,9 @@ func (b *binding) deadLetter(m *nats.Msg, msg jetfn.Msg, cause error) {
 	log := b.msgLog(msg)
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
-	dl := deadLetter{
-		function: b.spec.Name, stream: msg.Stream, subject: msg.Subject,
-		sequence: msg.StreamSequence, numDelivered: msg.NumDelivered,
-		data: msg.Data, header: nats.Header(msg.Header), reason: cause.Error(),
-	}
-	if err := publishDeadLetter(ctx, b.js, b.dlSubject, dl); err != nil {
+	if err := publishDeadLetter(ctx, b.js, b.dlSubject, newDeadLetter(b.spec.Name, msg, cause)); err != nil {
+		b.stats.deadLetterFailures.Add(1)
+		b.stats.setLastError(fmt.Errorf("dead-lettering failed, message kept for redelivery: %w", err))
 		log.Error("dead-lettering failed; message kept for redelivery", "err", err, "cause", cause)
 		b.nak(m, b.spec.RetryDelay(msg.NumDelivered), log)
 		return

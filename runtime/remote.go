@@ -31,7 +31,7 @@ const (
 	HeaderRemoteSubject   = "Jetfn-Subject"
 	// HeaderRemoteMsgID is the input's idempotency key (jetfn.Msg.ID), the
 	// same on every redelivery: the remote keys its own effects by it.
-	HeaderRemoteMsgID = "Jetfn-Msg-Id"
+	HeaderRemoteMsgID = HeaderMsgID
 	// HeaderRemoteDeadline is when jetfn stops waiting for the reply, RFC
 	// 3339 UTC with milliseconds.
 	HeaderRemoteDeadline = "Jetfn-Deadline"

@@ -145,7 +145,8 @@ func TestRemoteOutputs(t *testing.T) {
 			got = append(got, m.Header.Get("Nats-Msg-Id")+" "+string(m.Data))
 		}
 	}
-	want := []string{`jetfn:fn:test.out:TEST:1:a {"greeting":"hello"}`, "jetfn:fn:test.out:TEST:1:b \x00\x01\x02"}
+	in := jetfn.StoredMsgID("TEST", streamIdentityOf(t, env.js, "TEST"), 1)
+	want := []string{`jetfn:fn:test.out:` + in + `:a {"greeting":"hello"}`, "jetfn:fn:test.out:" + in + ":b \x00\x01\x02"}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("outputs %q, want %q", got, want)
 	}

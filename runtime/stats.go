@@ -22,8 +22,12 @@ type Stats struct {
 	Retried      uint64 `json:"retried"`
 	Termed       uint64 `json:"termed"`
 	DeadLettered uint64 `json:"dead_lettered"`
-	Redeliveries uint64 `json:"redeliveries"`
-	Heartbeats   uint64 `json:"heartbeats"`
+	// DeadLetterFailures counts dead letters the dead-letter stream did not
+	// store (an outage, a refusal, an ID it holds for another message): the
+	// message was kept and retried on the backoff, never Term'd.
+	DeadLetterFailures uint64 `json:"dead_letter_failures"`
+	Redeliveries       uint64 `json:"redeliveries"`
+	Heartbeats         uint64 `json:"heartbeats"`
 	// BufferBeats are heartbeats for pulled messages still waiting for a
 	// worker.
 	BufferBeats   uint64  `json:"buffer_heartbeats"`
@@ -62,6 +66,7 @@ type Stats struct {
 type counters struct {
 	retried, termed             atomic.Uint64
 	deadLettered, redeliveries  atomic.Uint64
+	deadLetterFailures          atomic.Uint64
 	heartbeats, bufferBeats     atomic.Uint64
 	duplicateOutputs, abandoned atomic.Uint64
 	abandonedRunning            atomic.Int64
@@ -191,13 +196,14 @@ func (c *counters) setLastError(err error) {
 // snapshot copies the counters; consumer figures are filled in by the caller.
 func (c *counters) snapshot(function string) Stats {
 	s := Stats{
-		Function:     function,
-		Retried:      c.retried.Load(),
-		Termed:       c.termed.Load(),
-		DeadLettered: c.deadLettered.Load(),
-		Redeliveries: c.redeliveries.Load(),
-		Heartbeats:   c.heartbeats.Load(),
-		BufferBeats:  c.bufferBeats.Load(),
+		Function:           function,
+		Retried:            c.retried.Load(),
+		Termed:             c.termed.Load(),
+		DeadLettered:       c.deadLettered.Load(),
+		DeadLetterFailures: c.deadLetterFailures.Load(),
+		Redeliveries:       c.redeliveries.Load(),
+		Heartbeats:         c.heartbeats.Load(),
+		BufferBeats:        c.bufferBeats.Load(),
 
 		DuplicateOutputs: c.duplicateOutputs.Load(),
 		Abandoned:        c.abandoned.Load(),

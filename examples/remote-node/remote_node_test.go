@@ -135,7 +135,11 @@ func (s *stack) publish(t *testing.T, data, msgID string) input {
 	}
 	in := input{key: msgID, seq: ack.Sequence}
 	if in.key == "" {
-		in.key = fmt.Sprintf("%s:%d", ack.Stream, ack.Sequence)
+		stream, err := s.js.Stream(t.Context(), ack.Stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in.key = jetfn.StoredMsgID(ack.Stream, runtime.StreamIdentity(stream.CachedInfo().Created), ack.Sequence)
 	}
 	var req struct{ Name string }
 	if json.Unmarshal([]byte(data), &req) == nil {

@@ -3,6 +3,7 @@ package dlq_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetfn/jetfn"
 	"github.com/jetfn/jetfn/internal/runtest"
 	"github.com/jetfn/jetfn/manifest"
 	"github.com/jetfn/jetfn/ops/dlq"
@@ -129,7 +131,7 @@ func TestReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Subject != "test.in" || string(m.Data) != `{"name":"poison"}` || m.Header.Get("Nats-Msg-Id") != "greet-7:replay:1" ||
+	if m.Subject != "test.in" || string(m.Data) != `{"name":"poison"}` || m.Header.Get("Nats-Msg-Id") != "greet-7:replay:1" || m.Header.Get(jetfn.HeaderReplayOf) != "greet-7" ||
 		m.Header.Get("X-Trace") != "abc" || m.Header.Get(runtime.HeaderFunction) != "" || m.Header.Get(runtime.HeaderError) != "" {
 		t.Errorf("replayed message %s %q %v, want the original payload and headers under the new ID", m.Subject, m.Data, m.Header)
 	}
@@ -154,13 +156,29 @@ func TestReplay(t *testing.T) {
 }
 
 // TestReplayWithoutMsgID: the original had no Nats-Msg-Id, so the replay's
-// ID is built on <stream>:<sequence>.
+// ID is built on its identity <stream>@<stream identity>:<sequence>.
 func TestReplayWithoutMsgID(t *testing.T) {
 	e := newEnv(t)
+	want := e.identityOf(2) + ":replay:1"
 	r, err := e.store.Replay(context.Background(), 2, dlq.ReplayOptions{})
-	if err != nil || r.MsgID != "TEST:2:replay:1" {
-		t.Fatalf("Replay = %+v, %v; want TEST:2:replay:1", r, err)
+	if err != nil || r.MsgID != want {
+		t.Fatalf("Replay = %+v, %v; want %s", r, err, want)
 	}
+}
+
+// identityOf is the identity the greeter saw for dead letter seq's
+// original, checked to be <stream>@<stream identity>:<sequence>.
+func (e *env) identityOf(seq uint64) string {
+	e.t.Helper()
+	l, err := e.store.Get(context.Background(), seq)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	want := fmt.Sprintf("%s@%s:%d", l.OriginalStream, l.OriginalStreamIdentity, l.OriginalSeq)
+	if l.OriginalStreamIdentity == "" || l.Identity != want {
+		e.t.Fatalf("dead letter %d: identity %q, stream identity %q; want %s", seq, l.Identity, l.OriginalStreamIdentity, want)
+	}
+	return l.Identity
 }
 
 // TestDryRun changes nothing: the dead letter stays, the original stream
@@ -193,13 +211,14 @@ func TestReplayAll(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	var got []string
+	second := e.identityOf(2) + ":replay:1"
 	failed, err := e.store.ReplayAll(ctx, "greeter", dlq.ReplayOptions{}, func(r dlq.Replay, err error) {
 		if err != nil {
 			t.Errorf("replaying %d: %v", r.Seq, err)
 		}
 		got = append(got, r.MsgID)
 	})
-	if err != nil || failed != 0 || !equal(got, []string{"greet-7:replay:1", "TEST:2:replay:1"}) {
+	if err != nil || failed != 0 || !equal(got, []string{"greet-7:replay:1", second}) {
 		t.Fatalf("ReplayAll = %d failed, %v, ids %v", failed, err, got)
 	}
 }

@@ -17,17 +17,16 @@ import (
 func TestBaseID(t *testing.T) {
 	tests := []struct {
 		id, wantBase string
-		wantPrior    uint64
 	}{
 		{id: "TEST:5", wantBase: "TEST:5"},
-		{id: "greet-7:replay:1", wantBase: "greet-7", wantPrior: 1},
-		{id: "a:replay:1:replay:3", wantBase: "a:replay:1", wantPrior: 3},
+		{id: "greet-7:replay:1", wantBase: "greet-7"},
+		{id: "a:replay:1:replay:3", wantBase: "a:replay:1"},
 		{id: "a:replay:x", wantBase: "a:replay:x"},
 		{id: "a:replay:0", wantBase: "a:replay:0"},
 	}
 	for _, tt := range tests {
-		if base, prior := baseID(tt.id); base != tt.wantBase || prior != tt.wantPrior {
-			t.Errorf("baseID(%q) = %q, %d; want %q, %d", tt.id, base, prior, tt.wantBase, tt.wantPrior)
+		if base := baseID(tt.id); base != tt.wantBase {
+			t.Errorf("baseID(%q) = %q; want %q", tt.id, base, tt.wantBase)
 		}
 	}
 }
@@ -36,6 +35,10 @@ func TestPlanReplay(t *testing.T) {
 	letter := Letter{Seq: 9, OriginalSubject: "test.in", OriginalStream: "TEST", OriginalSeq: 4}
 	withID := letter
 	withID.OriginalMsgID = "greet-7:replay:2"
+	recorded := letter
+	recorded.Identity, recorded.OriginalStreamIdentity = "TEST@Ab3dEf9x:4", "Ab3dEf9x"
+	recordedReplay := withID
+	recordedReplay.Identity = "greet-7"
 	tests := []struct {
 		name    string
 		letter  Letter
@@ -46,6 +49,8 @@ func TestPlanReplay(t *testing.T) {
 	}{
 		{name: "first replay", letter: letter, wantID: "TEST:4:replay:1"},
 		{name: "a replay's dead letter counts on", letter: withID, wantID: "greet-7:replay:3"},
+		{name: "the identity the function saw", letter: recorded, wantID: "TEST@Ab3dEf9x:4:replay:1"},
+		{name: "the identity the function saw, of a replay", letter: recordedReplay, wantID: "greet-7:replay:3"},
 		{name: "replayed: refused", letter: letter, rec: &Record{State: StateReplayed, Attempt: 1}, wantErr: ErrAlreadyReplayed},
 		{name: "replayed, forced: next attempt", letter: letter, rec: &Record{State: StateReplayed, Attempt: 1}, force: true, wantID: "TEST:4:replay:2"},
 		{name: "forced past the ID's own count", letter: withID, rec: &Record{State: StateReplayed, Attempt: 5}, force: true, wantID: "greet-7:replay:6"},

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetfn/jetfn"
 	"github.com/jetfn/jetfn/manifest"
 	"github.com/jetfn/jetfn/runtime"
 )
@@ -25,6 +26,11 @@ type Letter struct {
 	OriginalStream  string      `json:"original_stream"`
 	OriginalSeq     uint64      `json:"original_seq"`
 	OriginalMsgID   string      `json:"original_msg_id,omitempty"`
+	// Identity is the original's identity as the function saw it
+	// (jetfn.Msg.ID); empty on a dead letter stored before jetfn recorded
+	// it.
+	Identity               string `json:"identity,omitempty"`
+	OriginalStreamIdentity string `json:"original_stream_identity,omitempty"`
 	NumDelivered    uint64      `json:"num_delivered"`
 	Error           string      `json:"error"`
 	Header          nats.Header `json:"header,omitempty"`
@@ -42,6 +48,8 @@ func letterFrom(m *jetstream.RawStreamMsg) Letter {
 	l.OriginalStream = h.Get(runtime.HeaderOriginalStream)
 	l.OriginalSeq, _ = strconv.ParseUint(h.Get(runtime.HeaderStreamSequence), 10, 64)
 	l.OriginalMsgID = h.Get(runtime.HeaderOriginalMsgID)
+	l.Identity = h.Get(runtime.HeaderMsgID)
+	l.OriginalStreamIdentity = h.Get(runtime.HeaderOriginalStreamIdentity)
 	l.NumDelivered, _ = strconv.ParseUint(h.Get(runtime.HeaderNumDelivered), 10, 64)
 	l.Error = h.Get(runtime.HeaderError)
 	return l
@@ -57,42 +65,40 @@ func (l Letter) check() error {
 	return nil
 }
 
-// originalID is the ID the original was published with: its own
-// Nats-Msg-Id, or else <stream>:<sequence>, which names the original
-// message whichever function dead-lettered it.
-func (l Letter) originalID() string {
+// identity is the original's identity as the function saw it, which a
+// replay keeps: the recorded one, or, on a dead letter older than that
+// record, what jetfn.Msg.ID gave then (the original's own Nats-Msg-Id
+// without an earlier replay's suffix, else <stream>:<sequence>).
+func (l Letter) identity() string {
+	if l.Identity != "" {
+		return l.Identity
+	}
 	if l.OriginalMsgID != "" {
-		return l.OriginalMsgID
+		return baseID(l.OriginalMsgID)
 	}
-	return l.OriginalStream + ":" + strconv.FormatUint(l.OriginalSeq, 10)
+	return jetfn.StoredMsgID(l.OriginalStream, l.OriginalStreamIdentity, l.OriginalSeq)
 }
 
-// replaySuffix separates a replayed message's ID from its attempt number.
-const replaySuffix = ":replay:"
-
-// baseID splits an ID made by an earlier replay, so that replaying the dead
-// letter of a replay counts on (<id>:replay:2) instead of nesting
-// (<id>:replay:1:replay:1). prior is 0 for an ID no replay made.
-func baseID(id string) (base string, prior uint64) {
-	i := strings.LastIndex(id, replaySuffix)
-	if i < 0 {
-		return id, 0
-	}
-	n, err := strconv.ParseUint(id[i+len(replaySuffix):], 10, 64)
-	if err != nil || n == 0 {
-		return id, 0
-	}
-	return id[:i], n
+// priorReplays is how many replays of the same original came before the
+// one this dead letter records: the copy's Nats-Msg-Id counts them.
+func (l Letter) priorReplays() uint64 {
+	return jetfn.ReplayAttempt(l.OriginalMsgID, l.identity())
 }
 
-func replayID(base string, n uint64) string {
-	return base + replaySuffix + strconv.FormatUint(n, 10)
+// baseID strips an earlier replay's ":replay:<n>" from a Nats-Msg-Id.
+func baseID(id string) string {
+	i := strings.LastIndex(id, ":replay:")
+	if i < 0 || jetfn.ReplayAttempt(id, id[:i]) == 0 {
+		return id
+	}
+	return id[:i]
 }
 
-// replayHeader is the original's header without the runtime's additions and
-// the dead letter's own message ID, which the replay's ID replaces.
-// Nats-Expected-* headers go too: they asserted the stream's state at the
-// first publish and would refuse the replay.
+// replayHeader is the original's header without the runtime's additions,
+// the dead letter's own message ID and the original's server-interpreted
+// headers (kept under Jetfn-Original-*: a Nats-Rollup or Nats-Incr
+// replayed would act again, an expectation would refuse the copy), plus
+// the replay's message ID and the identity the function is to see.
 func (l Letter) replayHeader(msgID string) nats.Header {
 	h := nats.Header{}
 	for k, v := range l.Header {
@@ -102,6 +108,7 @@ func (l Letter) replayHeader(msgID string) nats.Header {
 		h[k] = append([]string(nil), v...)
 	}
 	h.Set(jetstream.MsgIDHeader, msgID)
+	h.Set(jetfn.HeaderReplayOf, l.identity())
 	return h
 }
 

@@ -8,6 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetfn/jetfn"
 )
 
 // ReplayOptions change how Replay treats a dead letter.
@@ -78,21 +80,21 @@ func (s *Store) Replay(ctx context.Context, seq uint64, opts ReplayOptions) (Rep
 // ID already counts, the same as an unconfirmed claim (a retry the stream
 // deduplicates), or one past a finished replay when forced.
 func planReplay(l Letter, rec *Record, force bool) (Replay, error) {
-	base, prior := baseID(l.originalID())
-	n := prior + 1
+	base := l.identity()
+	n := l.priorReplays() + 1
 	if rec != nil {
 		switch {
 		case rec.State == StateClaimed:
 			n = rec.Attempt
 		case !force:
 			return Replay{}, fmt.Errorf("dead letter %d: %w as %s to %s at %s (the dead letter remains because deleting it failed); --force replays it again as %s",
-				l.Seq, ErrAlreadyReplayed, rec.MsgID, rec.Subject, rec.At.Format(time.RFC3339), replayID(base, max(n, rec.Attempt+1)))
+				l.Seq, ErrAlreadyReplayed, rec.MsgID, rec.Subject, rec.At.Format(time.RFC3339), jetfn.ReplayMsgID(base, max(n, rec.Attempt+1)))
 		default:
 			n = max(n, rec.Attempt+1)
 		}
 	}
 	return Replay{Seq: l.Seq, Function: l.Function, Subject: l.OriginalSubject, Stream: l.OriginalStream,
-		MsgID: replayID(base, n), Attempt: n}, nil
+		MsgID: jetfn.ReplayMsgID(base, n), Attempt: n}, nil
 }
 
 // replay claims, publishes, records and deletes, in that order: a failure

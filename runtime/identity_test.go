@@ -1,0 +1,124 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetfn/jetfn"
+	"github.com/jetfn/jetfn/runtime/runtimetest"
+)
+
+// TestRecreatedStreamKeepsIdentitiesApart is issue 29, item 4: a deleted
+// stream that jetfn recreates restarts its sequences at 1, so an identity
+// built on "<stream>:<seq>" names two different messages. Before the fix
+// the second message's dead letter had the first one's Nats-Msg-Id
+// (fn:TEST:1): DEADLETTER dropped it as a duplicate, jetfn took the
+// duplicate PubAck for success and Term'd the message with no record; and
+// the handler saw both messages under one Msg.ID, so an effect keyed by
+// it was made once for two inputs.
+func TestRecreatedStreamKeepsIdentitiesApart(t *testing.T) {
+	env := newEnv(t)
+	rec := &recorder{result: func(jetfn.Msg) error { return jetfn.Permanent(errors.New("poison")) }}
+	r := env.start(testManifest(t, "    ackWait: 2s\n"), rec)
+	env.publish("test.in", "first")
+	env.deadLetters(1)
+
+	ctx := context.Background()
+	if err := env.js.DeleteStream(ctx, "TEST"); err != nil {
+		t.Fatal(err)
+	}
+	// The runtime notices at its next pull and recreates the stream; the
+	// publish retries until then.
+	runtimetest.Eventually(t, 20*time.Second, "the stream recreated and the second message stored", func() bool {
+		_, err := env.js.Publish(ctx, "test.in", []byte("second"))
+		return err == nil
+	})
+	runtimetest.Eventually(t, 20*time.Second, "the second message handled", func() bool { return rec.count() == 2 })
+	runtimetest.Eventually(t, 20*time.Second, "the second message settled", func() bool {
+		s := r.rt.statsOf(t, "fn")
+		return s.InFlight == 0 && s.Termed+s.Retried >= 2
+	})
+	seen := rec.all()
+	if a, b := seen[0].msg.ID(), seen[1].msg.ID(); a == b {
+		t.Errorf("two messages, one on each incarnation of TEST, were both handled as %q", a)
+	}
+	letters := runtimetest.StreamMessages(t, env.js, "DEADLETTER")
+	if len(letters) != 2 {
+		ids := []string{}
+		for _, l := range letters {
+			ids = append(ids, l.Header.Get(jetstream.MsgIDHeader))
+		}
+		t.Fatalf("DEADLETTER holds %d dead letters %v, want 2: one per message", len(letters), ids)
+	}
+	if a, b := letters[0].Header.Get(jetstream.MsgIDHeader), letters[1].Header.Get(jetstream.MsgIDHeader); a == b {
+		t.Errorf("both dead letters have the ID %q", a)
+	}
+}
+
+// TestDeadLetterDuplicateChecked: a dead letter the stream acknowledges as
+// a duplicate is success only if the dead letter it holds under that ID is
+// the same message's. Before the fix every duplicate was success, and the
+// caller Term'd the message.
+func TestDeadLetterDuplicateChecked(t *testing.T) {
+	env := newEnv(t)
+	ctx := context.Background()
+	msg := jetfn.Msg{Subject: "test.in", Data: []byte("x"), Stream: "TEST", StreamIdentity: "Ab3dEf9x", StreamSequence: 3, NumDelivered: 1}
+	dl := newDeadLetter("fn", msg, errors.New("refused"))
+	other := msg
+	other.Subject, other.StreamSequence = "test.other", 4
+	impostor := newDeadLetter("fn", other, errors.New("refused"))
+	tests := []struct {
+		name   string
+		stored *nats.Msg // what DEADLETTER already holds under dl's ID
+		remove bool      // deleted after it was stored, as a replay does
+		want   error
+	}{
+		{name: "nothing stored before", want: nil},
+		{name: "the same message's dead letter", stored: dl.natsMsg("deadletter.fn"), want: nil},
+		{name: "another message under the same ID", stored: withMsgID(impostor.natsMsg("deadletter.fn"), dl.msgID()), want: ErrDeadLetterIDTaken},
+		{name: "the same message's, replayed and deleted since", stored: dl.natsMsg("deadletter.fn"), remove: true, want: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_ = env.js.DeleteStream(ctx, "DEADLETTER") // a fresh duplicate memory for each case
+			stream, err := env.js.CreateStream(ctx, jetstream.StreamConfig{Name: "DEADLETTER", Subjects: []string{"deadletter.>"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.stored != nil {
+				ack, err := env.js.PublishMsg(ctx, tt.stored)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tt.remove {
+					if err := stream.DeleteMsg(ctx, ack.Sequence); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if err := publishDeadLetter(ctx, env.js, "deadletter.fn", dl); !errors.Is(err, tt.want) || (tt.want == nil) != (err == nil) {
+				t.Errorf("publishDeadLetter = %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+func withMsgID(m *nats.Msg, id string) *nats.Msg {
+	m.Header.Set(jetstream.MsgIDHeader, id)
+	return m
+}
+
+// streamIdentityOf is the identity of the stream as it is now.
+func streamIdentityOf(t *testing.T, js jetstream.JetStream, name string) string {
+	t.Helper()
+	s, err := js.Stream(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return StreamIdentity(s.CachedInfo().Created)
+}
