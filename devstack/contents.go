@@ -3,6 +3,7 @@ package devstack
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -36,11 +37,10 @@ func count(n int, noun string) string {
 
 // Count reads what ns holds and what database holds on mongo.
 func Count(ctx context.Context, ns *server.Server, m *Mongo, database string) (Contents, error) {
-	js, err := ns.Jsz(nil)
+	c, err := countStreams(ns)
 	if err != nil {
-		return Contents{}, fmt.Errorf("counting streams: %w", err)
+		return Contents{}, err
 	}
-	c := Contents{Streams: js.Streams, Messages: js.Messages, Consumers: js.Consumers}
 	client, err := mongo.Connect(options.Client().ApplyURI(m.URI).SetServerSelectionTimeout(readyTimeout))
 	if err != nil {
 		return c, fmt.Errorf("counting documents: %w", err)
@@ -58,6 +58,28 @@ func Count(ctx context.Context, ns *server.Server, m *Mongo, database string) (C
 		}
 		c.Collections++
 		c.Documents += n
+	}
+	return c, nil
+}
+
+// countStreams counts the streams, their messages and consumers, but for
+// jetfn's own KV buckets (manifests, consumer positions, replay records):
+// what was reused is the application's data.
+func countStreams(ns *server.Server) (Contents, error) {
+	js, err := ns.Jsz(&server.JSzOptions{Accounts: true, Streams: true})
+	if err != nil {
+		return Contents{}, fmt.Errorf("counting streams: %w", err)
+	}
+	var c Contents
+	for _, acc := range js.AccountDetails {
+		for _, s := range acc.Streams {
+			if strings.HasPrefix(s.Name, "KV_jetfn-") {
+				continue
+			}
+			c.Streams++
+			c.Messages += s.State.Msgs
+			c.Consumers += s.State.Consumers
+		}
 	}
 	return c, nil
 }

@@ -108,6 +108,16 @@ type FunctionSpec struct {
 	// MaxOutage is how long all of the function's instances may be down at
 	// once (default 1h); it feeds the duplicate-window check.
 	MaxOutage time.Duration `yaml:"maxOutage"`
+	// Start is where the function's durable consumer starts when jetfn
+	// creates it and knows no earlier position of it: "all" (every stored
+	// message, the default), "new" (only messages stored from then on) or
+	// an RFC 3339 time (messages stored from that time). A consumer jetfn
+	// recorded before (jetfn-positions) resumes after its recorded ack
+	// floor instead, whatever Start says.
+	Start string `yaml:"start"`
+	// RenamedFrom names the function this one was called before a rename:
+	// its recorded position is where this one's new consumer resumes.
+	RenamedFrom string `yaml:"renamedFrom"`
 	// Monitor sets the thresholds `nats server check consumer` reads from
 	// the consumer's io.nats.monitor.* metadata.
 	Monitor *MonitorSpec `yaml:"monitor"`
@@ -286,6 +296,9 @@ func (f *FunctionSpec) applyDefaults() {
 	if f.Durable == "" {
 		f.Durable = f.Name
 	}
+	if f.Start == "" {
+		f.Start = StartAll
+	}
 	if f.AckWait == 0 {
 		f.AckWait = DefaultAckWait
 	}
@@ -310,6 +323,21 @@ func (f *FunctionSpec) applyDefaults() {
 	if f.MaxAckPending == 0 {
 		f.MaxAckPending = max(DefaultMaxAckPending, f.Concurrency)
 	}
+}
+
+// Values of FunctionSpec.Start besides an RFC 3339 time.
+const (
+	StartAll = "all"
+	StartNew = "new"
+)
+
+// StartTime is the time of a Start that names one.
+func (f *FunctionSpec) StartTime() (time.Time, bool) {
+	if f.Start == "" || f.Start == StartAll || f.Start == StartNew {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339, f.Start)
+	return t, err == nil
 }
 
 // FilterSubjects is the function's subject list, whichever key declared it.

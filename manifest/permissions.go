@@ -20,6 +20,11 @@ type Permissions struct {
 // revision a manifest (package deploy stores and follows them).
 const ManifestBucket = "jetfn-manifests"
 
+// PositionsBucket is the KV bucket where each instance records its
+// consumers' ack floors, so a consumer lost while jetfn was down resumes
+// where it was instead of from the stream's start.
+const PositionsBucket = "jetfn-positions"
+
 // PermissionOptions shape the generated permissions.
 type PermissionOptions struct {
 	// InboxPrefix is the connection's inbox prefix (default _INBOX).
@@ -60,6 +65,7 @@ func (m *Manifest) Permissions(o PermissionOptions) Permissions {
 			pub.add(f.Remote.Subject, "$SRV.INFO")
 		}
 		sub.add("$SRV.*."+f.Name, "$SRV.*."+f.Name+".*", StatusSubject(f.Name))
+		pub.add(positionSubjects(f, o.Provision)...)
 		if o.Provision {
 			pub.add("$JS.API.CONSUMER.CREATE."+s+"."+d, "$JS.API.CONSUMER.CREATE."+s+"."+d+".>")
 		}
@@ -83,6 +89,31 @@ func (m *Manifest) Permissions(o PermissionOptions) Permissions {
 		pub.add(deploymentSubjects(o.Deployment)...)
 	}
 	return Permissions{Publish: pub.list(), Subscribe: sub.list(), AllowResponses: true}
+}
+
+// positionSubjects are what recording f's consumer position needs (the
+// bucket's info and a put on its two keys) and, with provisioning, what
+// creating the consumer needs to resume from one: the bucket's creation
+// and a direct get of each key it looks up (its own, and its previous
+// name's).
+func positionSubjects(f FunctionSpec, provision bool) []string {
+	stream, keys := "KV_"+PositionsBucket, []string{"consumer." + f.Stream + "." + f.Durable, "function." + f.Stream + "." + f.Name}
+	out := []string{"$JS.API.STREAM.INFO." + stream}
+	for _, k := range keys {
+		out = append(out, "$KV."+PositionsBucket+"."+k)
+	}
+	if !provision {
+		return out
+	}
+	if f.RenamedFrom != "" {
+		keys = append(keys, "function."+f.Stream+"."+f.RenamedFrom)
+	}
+	// Creating a bucket asks the account's JetStream info first.
+	out = append(out, "$JS.API.STREAM.CREATE."+stream, "$JS.API.INFO")
+	for _, k := range keys {
+		out = append(out, "$JS.API.DIRECT.GET."+stream+".$KV."+PositionsBucket+"."+k)
+	}
+	return out
 }
 
 // deploymentSubjects are the JetStream API calls of following one key of

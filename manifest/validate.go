@@ -196,8 +196,28 @@ func (m *Manifest) validateFunction(fat place, f *FunctionSpec, add problemFunc)
 	if f.MaxOutage < 0 {
 		add(fat.key("maxOutage"), "must not be negative")
 	}
+	if _, isTime := f.StartTime(); !isTime && f.Start != StartAll && f.Start != StartNew {
+		add(fat.key("start"), "%q is not all, new or an RFC 3339 time such as 2026-12-01T00:00:00Z", f.Start)
+	}
+	m.validateRenamedFrom(fat, f, add)
 	m.validateOutputs(fat, f, add)
 	m.validateRemote(fat, f, add)
+}
+
+// validateRenamedFrom refuses a previous name that is the function's own or
+// another function's in this manifest: each would resume from a position
+// that is not this function's past.
+func (m *Manifest) validateRenamedFrom(fat place, f *FunctionSpec, add problemFunc) {
+	if f.RenamedFrom == "" {
+		return
+	}
+	if f.RenamedFrom == f.Name {
+		add(fat.key("renamedFrom"), "is the function's own name")
+		return
+	}
+	if _, ok := m.Function(f.RenamedFrom); ok {
+		add(fat.key("renamedFrom"), "%q is a function of this manifest; a rename leaves only the new name", f.RenamedFrom)
+	}
 }
 
 // validateOutputs checks that every output is stored by its stream and

@@ -188,7 +188,7 @@ func (r *Runtime) restoreConsumer(ctx context.Context, spec manifest.FunctionSpe
 	if err != nil {
 		return err
 	}
-	_, err = ensureConsumer(ctx, stream, spec, old.Digest, nil)
+	_, err = ensureConsumer(ctx, stream, spec, old.Digest, nil, r.positions)
 	return err
 }
 

@@ -85,6 +85,9 @@ func (b *binding) run(ctx context.Context, drainTimeout time.Duration) {
 	}
 	w.handoff.close()
 	b.drain(w, drainTimeout, cancelHandlers)
+	// The floor the drain's acks left, for a consumer lost before this
+	// function runs again (positions.go).
+	b.consumer.recordNow(context.WithoutCancel(ctx))
 }
 
 // pull asks for messages whenever enough credits are free, until ctx is

@@ -107,7 +107,8 @@ func TestDeadLetterWithoutRetry(t *testing.T) {
 				t.Errorf("reason %q, want it to contain %q", got, tt.wantReason)
 			}
 			want := map[string]string{HeaderFunction: "fn", HeaderOriginalSubject: "test.in",
-				HeaderStreamSequence: "1", HeaderNumDelivered: "1", "Nats-Msg-Id": "fn:TEST:1"}
+				HeaderStreamSequence: "1", HeaderNumDelivered: "1",
+				"Nats-Msg-Id": "fn:" + jetfn.StoredMsgID("TEST", streamIdentityOf(t, env.js, "TEST"), 1)}
 			for k, v := range want {
 				if got := dl.Header.Get(k); got != v {
 					t.Errorf("header %s = %q, want %q", k, got, v)

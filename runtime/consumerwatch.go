@@ -36,6 +36,7 @@ type consumerHandle struct {
 	digest    string
 	provision bool
 	log       *slog.Logger
+	positions *positionStore
 
 	mu      sync.Mutex
 	current jetstream.Consumer
@@ -52,15 +53,41 @@ type consumerHandle struct {
 	identity atomic.Pointer[string]
 	missing  atomic.Pointer[string]
 	kick     chan struct{}
+	// recorded is the ack floor last recorded in positions, so an idle
+	// consumer's unchanged floor is not written again every look.
+	recorded atomic.Uint64
 }
 
 func newConsumerHandle(js jetstream.JetStream, spec manifest.FunctionSpec, stream manifest.StreamSpec, digest string, provision bool,
-	log *slog.Logger, c jetstream.Consumer, created time.Time) *consumerHandle {
+	log *slog.Logger, c jetstream.Consumer, created time.Time, positions *positionStore) *consumerHandle {
 	h := &consumerHandle{js: js, spec: spec, stream: stream, digest: digest, provision: provision, log: log,
-		current: c, created: created, kick: make(chan struct{}, 1)}
+		positions: positions, current: c, created: created, kick: make(chan struct{}, 1)}
 	h.ackFloor.Store(c.CachedInfo().AckFloor.Stream)
 	h.setIdentity(created)
+	h.recorded.Store(^uint64(0)) // nothing recorded yet
 	return h
+}
+
+// record writes the ack floor last seen to positions, unless it is the
+// one written last.
+func (h *consumerHandle) record(ctx context.Context) {
+	floor := h.ackFloor.Load()
+	if h.recorded.Swap(floor) == floor {
+		return
+	}
+	h.positions.record(ctx, position{Function: h.spec.Name, Stream: h.spec.Stream, StreamIdentity: h.streamIdentity(),
+		Durable: h.spec.Durable, AckFloor: floor, Filter: h.spec.FilterSubjects()})
+}
+
+// recordNow reads the consumer's ack floor and records it: at bind and
+// after a drain, so the position is current when the process stops.
+func (h *consumerHandle) recordNow(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, consumerInfoTimeout)
+	defer cancel()
+	if info, err := h.get().Info(ctx); err == nil {
+		h.ackFloor.Store(info.AckFloor.Stream)
+		h.record(ctx)
+	}
 }
 
 func (h *consumerHandle) setIdentity(created time.Time) {
@@ -116,6 +143,7 @@ func (h *consumerHandle) look(ctx context.Context) {
 	info, err := h.get().Info(infoCtx)
 	if err == nil {
 		h.ackFloor.Store(info.AckFloor.Stream)
+		h.record(infoCtx)
 		h.found()
 		return
 	}
@@ -163,7 +191,8 @@ func (h *consumerHandle) restore(ctx context.Context) error {
 }
 
 // recreate makes the stream if it is gone, then the consumer, starting
-// after the last ack floor it saw when the stream is the same one.
+// after the highest ack floor known for this incarnation of the stream:
+// the one this process saw last, or the recorded one (decideStart).
 func (h *consumerHandle) recreate(ctx context.Context) error {
 	if err := ensureStream(ctx, h.js, h.stream); err != nil {
 		return fmt.Errorf("recreating stream: %w", err)
@@ -172,18 +201,20 @@ func (h *consumerHandle) recreate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("looking up stream: %w", err)
 	}
-	cfg := consumerConfig(h.spec, h.digest)
-	info := s.CachedInfo()
-	created := info.Created
+	created := s.CachedInfo().Created
 	h.mu.Lock()
 	sameStream := created.Equal(h.created)
 	h.mu.Unlock()
-	// A work queue keeps only unacknowledged messages and accepts only
-	// DeliverAll, which there means the same as after the floor.
-	floor := h.ackFloor.Load()
-	if sameStream && floor > 0 && info.Config.Retention != jetstream.WorkQueuePolicy {
-		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, floor+1
+	var seen *knownFloor
+	if floor := h.ackFloor.Load(); sameStream && floor > 0 {
+		seen = &knownFloor{floor: floor, from: "seen by this process before the consumer was deleted"}
 	}
+	start, err := decideStart(ctx, s, h.spec, h.positions, seen)
+	if err != nil {
+		return fmt.Errorf("deciding where the consumer starts: %w", err)
+	}
+	cfg := consumerConfig(h.spec, h.digest)
+	start.apply(&cfg)
 	c, err := s.CreateOrUpdateConsumer(ctx, cfg)
 	if err != nil {
 		// Another instance may have recreated it first, from its own floor,
@@ -194,8 +225,8 @@ func (h *consumerHandle) recreate(ctx context.Context) error {
 		}
 		return fmt.Errorf("recreating consumer: %w", err)
 	}
-	h.log.Warn("recreated a deleted consumer from the manifest", "consumer", h.spec.Durable,
-		"stream", h.spec.Stream, "start_seq", cfg.OptStartSeq, "stream_recreated", !sameStream)
+	h.log.Warn("recreated a deleted consumer from the manifest", "consumer", h.spec.Durable, "stream", h.spec.Stream,
+		"start", start.why, "stored_messages_to_handle", c.CachedInfo().NumPending, "stream_recreated", !sameStream)
 	h.swap(c, created)
 	return nil
 }

@@ -94,9 +94,12 @@ func TestPermissionOptions(t *testing.T) {
 		want []string
 	}{
 		{name: "provision", opts: manifest.PermissionOptions{Provision: true}, want: []string{
+			"$JS.API.STREAM.CREATE.KV_jetfn-positions", "$JS.API.INFO",
+			"$JS.API.DIRECT.GET.KV_jetfn-positions.$KV.jetfn-positions.consumer.TEST.fn",
+			"$JS.API.DIRECT.GET.KV_jetfn-positions.$KV.jetfn-positions.function.TEST.fn",
 			"$JS.API.CONSUMER.CREATE.TEST.fn", "$JS.API.CONSUMER.CREATE.TEST.fn.>",
 			"$JS.API.STREAM.CREATE.TEST", "$JS.API.STREAM.UPDATE.TEST",
-			"$JS.API.STREAM.CREATE.DEADLETTER", "$JS.API.STREAM.UPDATE.DEADLETTER", "$JS.API.STREAM.INFO.DEADLETTER",
+			"$JS.API.STREAM.CREATE.DEADLETTER", "$JS.API.STREAM.UPDATE.DEADLETTER",
 		}},
 		{name: "prune", opts: manifest.PermissionOptions{Prune: true}, want: []string{"$JS.API.CONSUMER.DELETE.TEST.fn"}},
 		{name: "deployment", opts: manifest.PermissionOptions{Deployment: "app"}, want: []string{
@@ -271,11 +274,28 @@ func exhaustDeliveries(t *testing.T, env *testEnv) {
 			t.Fatalf("delivery %d of the lost message: got %d messages", delivery, n)
 		}
 	}
+	storeDeadLetterBeforeTerm(t, env, "lost", 1)
+}
+
+// storeDeadLetterBeforeTerm plays an instance that stored the dead letter
+// of message seq and died before its Term: the runtime's own dead letter
+// is then a duplicate, which it reads back before it Terms the message.
+func storeDeadLetterBeforeTerm(t *testing.T, env *testEnv, data string, seq uint64) {
+	t.Helper()
+	msg := jetfn.Msg{Subject: "test.in", Data: []byte(data), Stream: "TEST", StreamSequence: seq,
+		StreamIdentity: streamIdentityOf(t, env.js, "TEST"), NumDelivered: 3}
+	dl := newDeadLetter("fn", msg, errExhausted(2))
+	if _, err := env.js.PublishMsg(context.Background(), dl.natsMsg("deadletter.fn")); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func provision(t *testing.T, js jetstream.JetStream, m *manifest.Manifest) {
 	t.Helper()
 	ctx := context.Background()
+	if openPositions(ctx, js, m, true, testLogger()).kv == nil {
+		t.Fatal("creating the positions bucket failed")
+	}
 	for _, s := range m.Streams {
 		if err := ensureStream(ctx, js, s); err != nil {
 			t.Fatal(err)
@@ -286,7 +306,7 @@ func provision(t *testing.T, js jetstream.JetStream, m *manifest.Manifest) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := ensureConsumer(ctx, s, f, m.Digest, nil); err != nil {
+		if _, err := ensureConsumer(ctx, s, f, m.Digest, nil, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

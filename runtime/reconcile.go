@@ -221,9 +221,11 @@ func consumerMetadata(f manifest.FunctionSpec, digest string) map[string]string 
 // It warns when another manifest configured the consumer differently: two
 // instances on different revisions would overwrite each other at every
 // start.
-func ensureConsumer(ctx context.Context, stream jetstream.Stream, f manifest.FunctionSpec, digest string, log *slog.Logger) (jetstream.Consumer, error) {
+func ensureConsumer(ctx context.Context, stream jetstream.Stream, f manifest.FunctionSpec, digest string, log *slog.Logger,
+	positions *positionStore) (jetstream.Consumer, error) {
 	want := consumerConfig(f, digest)
 	existing, err := stream.Consumer(ctx, f.Durable)
+	var start *startDecision
 	switch {
 	case err == nil:
 		have := existing.CachedInfo().Config
@@ -232,11 +234,21 @@ func ensureConsumer(ctx context.Context, stream jetstream.Stream, f manifest.Fun
 			return existing, nil
 		}
 		warnIfOtherManifest(log, have, want, f, digest)
-	case !errors.Is(err, jetstream.ErrConsumerNotFound):
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+		d, err := decideStart(ctx, stream, f, positions, nil)
+		if err != nil {
+			return nil, fmt.Errorf("deciding where consumer %s of function %s starts: %w", f.Durable, f.Name, err)
+		}
+		d.apply(&want)
+		start = &d
+	default:
 		return nil, fmt.Errorf("looking up consumer %s of function %s: %w", f.Durable, f.Name, err)
 	}
 	c, err := stream.CreateOrUpdateConsumer(ctx, want)
 	if err == nil {
+		if start != nil {
+			logCreated(log, c, *start)
+		}
 		return c, nil
 	}
 	detail := ""
@@ -244,6 +256,24 @@ func ensureConsumer(ctx context.Context, stream jetstream.Stream, f manifest.Fun
 		detail = " (fields that differ from the server's: " + consumerDiff(existing.CachedInfo().Config, want) + ")"
 	}
 	return nil, fmt.Errorf("%w: consumer %s of function %s: %v%s", ErrServerRefused, f.Durable, f.Name, err, detail)
+}
+
+// logCreated says where a consumer jetfn created starts and how many
+// stored messages that hands to the function: a warning when no known
+// position decided it and stored messages wait, since those are handled
+// now for the first time by this consumer, or, if it handled them under a
+// name jetfn does not know, again.
+func logCreated(log *slog.Logger, c jetstream.Consumer, d startDecision) {
+	if log == nil {
+		return
+	}
+	info := c.CachedInfo()
+	level := slog.LevelInfo
+	if !d.resumed && info.NumPending > 0 {
+		level = slog.LevelWarn
+	}
+	log.Log(context.Background(), level, "created the function's consumer", "consumer", info.Name,
+		"start", d.why, "stored_messages_to_handle", info.NumPending)
 }
 
 // overlayConsumer is the server's current consumer config with the fields

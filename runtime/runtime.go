@@ -44,6 +44,9 @@ type Runtime struct {
 	// refusal is why Apply last refused a manifest ("" once one applies);
 	// every function's status shows it.
 	refusal atomic.Pointer[string]
+	// positions records consumers' ack floors (positions.go); opened by
+	// Run.
+	positions *positionStore
 }
 
 type options struct {
@@ -199,6 +202,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 	if err := r.provisionStreams(ctx, m); err != nil {
 		return err
 	}
+	r.positions = openPositions(ctx, r.js, m, !r.opts.noProvision, r.opts.log)
 	prepared, err := r.prepareAll(m, m.Functions)
 	if err != nil {
 		return err
@@ -301,7 +305,8 @@ func (r *Runtime) connect(ctx context.Context, b *binding, m *manifest.Manifest)
 	}
 	streamSpec, _ := m.Stream(spec.Stream)
 	b.consumer = newConsumerHandle(r.js, spec, streamSpec, m.Digest, !r.opts.noProvision, b.log,
-		consumer, stream.CachedInfo().Created)
+		consumer, stream.CachedInfo().Created, r.positions)
+	b.consumer.record(ctx)
 	return nil
 }
 
@@ -323,7 +328,7 @@ func (r *Runtime) provisionStreams(ctx context.Context, m *manifest.Manifest) er
 func (r *Runtime) consumer(ctx context.Context, stream jetstream.Stream, spec manifest.FunctionSpec, digest string,
 	log *slog.Logger) (jetstream.Consumer, error) {
 	if !r.opts.noProvision {
-		return ensureConsumer(ctx, stream, spec, digest, log)
+		return ensureConsumer(ctx, stream, spec, digest, log, r.positions)
 	}
 	c, err := stream.Consumer(ctx, spec.Durable)
 	if err != nil {

@@ -18,8 +18,9 @@ func cmdCheck(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs := newFlags("check", "check --manifest FILE [--server NATS_URL]", errOut)
 	path := fs.String("manifest", "", "manifest to validate (default $JETFN_MANIFEST)")
 	allowShort := fs.Bool("allow-short-window", false, "report a duplicate window shorter than twice the redelivery horizon as a warning")
-	server := fs.String("server", "", "also look up each remote function's endpoint by micro discovery on this NATS server "+
-		"(authenticated by the NATS_* settings)")
+	server := fs.String("server", "", "also say, on this NATS server (authenticated by the NATS_* settings), where each "+
+		"function's consumer is or would start and how many stored messages that is, and look up each remote function's "+
+		"endpoint by micro discovery")
 	wait := fs.Duration("wait", status.DefaultWindow, "with --server: how long to collect answers from micro services")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -37,6 +38,9 @@ func cmdCheck(ctx context.Context, args []string, out, errOut io.Writer) error {
 		return err
 	}
 	if *server != "" {
+		if err := checkConsumers(ctx, m, *server, cfg, out, errOut); err != nil {
+			return err
+		}
 		if err := checkRemotes(ctx, m, *server, cfg, *wait, out, errOut); err != nil {
 			return err
 		}

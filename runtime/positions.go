@@ -1,0 +1,132 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetfn/jetfn/manifest"
+)
+
+// A consumer can vanish while nothing of jetfn runs: `nats consumer rm`
+// with every instance down, a durable renamed in a deploy, a function
+// pruned and added back, a stream restored without its consumers. A
+// consumer created again from the manifest alone would start from every
+// stored message, outside any duplicate window. So jetfn records each
+// consumer's ack floor in the KV bucket manifest.PositionsBucket, with
+// the identity of the stream it counts in, and a consumer it creates
+// resumes just after the floor it recorded (start.go).
+
+// position is one consumer's progress as jetfn last recorded it.
+type position struct {
+	Function string `json:"function"`
+	Stream   string `json:"stream"`
+	// StreamIdentity names the stream's incarnation: a floor counts in
+	// the sequences of that incarnation only.
+	StreamIdentity string    `json:"stream_identity"`
+	Durable        string    `json:"durable"`
+	AckFloor       uint64    `json:"ack_floor"`
+	Filter         []string  `json:"filter"`
+	At             time.Time `json:"at"`
+}
+
+// consumerKey and functionKey are the two keys a position is recorded
+// under: by durable, and by function name, which finds it again after the
+// durable was renamed.
+func consumerKey(stream, durable string) string   { return "consumer." + stream + "." + durable }
+func functionKey(stream, function string) string { return "function." + stream + "." + function }
+
+// positionStore records and looks up positions. A nil kv (no bucket, and
+// no right to create one) makes it do nothing: consumers then start as
+// the manifest says.
+type positionStore struct {
+	kv  jetstream.KeyValue
+	log *slog.Logger
+
+	mu      sync.Mutex
+	failing bool // the last record failed: logged once until one succeeds
+}
+
+// openPositions opens the bucket, creating it (with create) on first use
+// with the manifest's highest stream replication.
+func openPositions(ctx context.Context, js jetstream.JetStream, m *manifest.Manifest, create bool, log *slog.Logger) *positionStore {
+	p := &positionStore{log: log}
+	kv, err := js.KeyValue(ctx, manifest.PositionsBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) && create {
+		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: manifest.PositionsBucket, History: 1,
+			Replicas: maxReplicas(m), Description: "jetfn: each durable consumer's last recorded ack floor"})
+	}
+	if err != nil {
+		log.Warn("consumer positions are not recorded: a consumer lost while jetfn is down starts as the manifest's start says",
+			"bucket", manifest.PositionsBucket, "err", err)
+		return p
+	}
+	p.kv = kv
+	return p
+}
+
+func maxReplicas(m *manifest.Manifest) int {
+	n := 1
+	for _, s := range m.Streams {
+		n = max(n, s.Replicas)
+	}
+	return n
+}
+
+// record stores pos under both its keys. A failure is logged once, not
+// returned: a position is a fallback, and the next look records again.
+func (p *positionStore) record(ctx context.Context, pos position) {
+	if p == nil || p.kv == nil {
+		return
+	}
+	pos.At = time.Now().UTC()
+	raw, err := json.Marshal(pos)
+	if err == nil {
+		_, err = p.kv.Put(ctx, consumerKey(pos.Stream, pos.Durable), raw)
+	}
+	if err == nil {
+		_, err = p.kv.Put(ctx, functionKey(pos.Stream, pos.Function), raw)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err != nil && !p.failing {
+		p.log.Warn("recording a consumer position", "consumer", pos.Durable, "err", err)
+	}
+	p.failing = err != nil
+}
+
+// lookup is the recorded position of durable on stream, else the latest
+// recorded for any of functions on stream (a durable renamed, or the
+// function renamed from one of them); nil when there is none.
+func (p *positionStore) lookup(ctx context.Context, stream, durable string, functions ...string) (*position, error) {
+	if p == nil || p.kv == nil {
+		return nil, nil
+	}
+	keys := []string{consumerKey(stream, durable)}
+	for _, f := range functions {
+		if f != "" {
+			keys = append(keys, functionKey(stream, f))
+		}
+	}
+	for _, key := range keys {
+		entry, err := p.kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading recorded position %s: %w", key, err)
+		}
+		var pos position
+		if err := json.Unmarshal(entry.Value(), &pos); err != nil {
+			return nil, fmt.Errorf("reading recorded position %s: %w", key, err)
+		}
+		return &pos, nil
+	}
+	return nil, nil
+}

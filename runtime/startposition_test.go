@@ -1,0 +1,249 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetfn/jetfn"
+	"github.com/jetfn/jetfn/manifest"
+	"github.com/jetfn/jetfn/runtime/runtimetest"
+)
+
+// The tests in this file are issue 29, item 2: a consumer missing when jetfn
+// binds a function was created DeliverAll, so every stored message was
+// handled again, outside any duplicate window. Each case handles three
+// messages, loses the consumer on an operator's path, publishes one more,
+// and wants exactly that one handled. Before the fix each saw 7 runs (the
+// three again, then the new one).
+
+// handledThree starts rt with rec behind it, handles three messages and
+// returns the running runtime.
+func (e *testEnv) handledThree(rt *Runtime, rec *recorder) *running {
+	e.t.Helper()
+	r := e.run(rt)
+	for i := range 3 {
+		e.publish("test.in", fmt.Sprintf("before-%d", i))
+	}
+	runtimetest.Eventually(e.t, 10*time.Second, "three handled", func() bool { return rec.count() == 3 })
+	runtimetest.Eventually(e.t, 10*time.Second, "three acked", func() bool { return e.settled("TEST", "fn", 3) })
+	return r
+}
+
+// wantOnlyTheLateOne publishes one message and checks that rec handles it
+// and nothing published before it again; also counts messages published
+// while the function was away, which must be handled once too.
+func (e *testEnv) wantOnlyTheLateOne(rec *recorder, durable string, also ...string) {
+	e.t.Helper()
+	e.publish("test.in", "late")
+	runtimetest.Eventually(e.t, 10*time.Second, "the late message handled", func() bool {
+		for _, d := range rec.all() {
+			if string(d.msg.Data) == "late" {
+				return true
+			}
+		}
+		return false
+	})
+	want := append([]string{"before-0", "before-1", "before-2"}, also...)
+	want = append(want, "late")
+	runtimetest.Eventually(e.t, 10*time.Second, "everything acked", func() bool {
+		return e.settled("TEST", durable, uint64(len(want)))
+	})
+	var seen []string
+	for _, d := range rec.all() {
+		seen = append(seen, string(d.msg.Data))
+	}
+	if !slices.Equal(seen, want) {
+		e.t.Fatalf("handled %v; want %v, each once", seen, want)
+	}
+}
+
+func recorderFunctions(rec *recorder) []jetfn.Function {
+	return []jetfn.Function{{Name: "fn", New: func(jetfn.Deps) (jetfn.Handler, error) { return rec, nil }}}
+}
+
+// TestConsumerDeletedWhileDown: `nats consumer rm` while every instance is
+// down. The next start finds no consumer.
+func TestConsumerDeletedWhileDown(t *testing.T) {
+	env := newEnv(t)
+	rec := &recorder{}
+	m := testManifest(t, "")
+	rt, err := New(env.nc, m, recorderFunctions(rec), WithLogger(testLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.handledThree(rt, rec).stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.js.DeleteConsumer(context.Background(), "TEST", "fn"); err != nil {
+		t.Fatal(err)
+	}
+	rt, err = New(env.nc, m, recorderFunctions(rec), WithLogger(testLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.run(rt)
+	env.wantOnlyTheLateOne(rec, "fn")
+}
+
+// TestDurableRenamed: a deploy renames the function's durable.
+func TestDurableRenamed(t *testing.T) {
+	env := newEnv(t)
+	rec := &recorder{}
+	rt, err := New(env.nc, testManifest(t, ""), recorderFunctions(rec), WithLogger(testLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.handledThree(rt, rec)
+	if err := rt.Apply(context.Background(), testManifest(t, "    durable: fn-v2\n")); err != nil {
+		t.Fatal(err)
+	}
+	env.wantOnlyTheLateOne(rec, "fn-v2")
+}
+
+// TestReaddedAfterPrune: a deploy removes the function with --prune (its
+// consumer is deleted), a later one adds it back. What was published in
+// between is handled; nothing before it again.
+func TestReaddedAfterPrune(t *testing.T) {
+	env := newEnv(t)
+	rec := &recorder{}
+	fns := append(recorderFunctions(rec), jetfn.Function{Name: "other", New: func(jetfn.Deps) (jetfn.Handler, error) { return &recorder{}, nil }})
+	rt, err := New(env.nc, testManifest(t, ""), fns, WithLogger(testLogger()), WithPrune())
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.handledThree(rt, rec)
+	none, err := manifest.Parse([]byte(`
+streams:
+  - {name: TEST, subjects: ["test.>"]}
+  - {name: DEADLETTER, subjects: ["deadletter.>"]}
+functions:
+  - {name: other, version: 1.0.0, stream: TEST, subject: test.other}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Apply(context.Background(), none); err != nil {
+		t.Fatal(err)
+	}
+	env.publish("test.in", "while-away")
+	if err := rt.Apply(context.Background(), testManifest(t, "")); err != nil {
+		t.Fatal(err)
+	}
+	env.wantOnlyTheLateOne(rec, "fn", "while-away")
+}
+
+// TestNewConsumerStart: a consumer jetfn creates with no recorded position
+// starts where the manifest's start says, and the log says so with the
+// number of stored messages that hands to the function.
+func TestNewConsumerStart(t *testing.T) {
+	tests := []struct {
+		name      string
+		start     func(between time.Time) string
+		wantRuns  []string
+		wantLog   string
+		wantLevel string
+	}{
+		{name: "all (the default)", start: func(time.Time) string { return "" }, wantRuns: []string{"old-1", "old-2", "late"},
+			wantLog: "manifest start all: every stored message\" stored_messages_to_handle=2", wantLevel: "WARN"},
+		{name: "new", start: func(time.Time) string { return "    start: new\n" }, wantRuns: []string{"late"},
+			wantLog: "manifest start new: only messages stored from now on\" stored_messages_to_handle=0", wantLevel: "INFO"},
+		{name: "a time", start: func(between time.Time) string { return "    start: " + between.Format(time.RFC3339Nano) + "\n" },
+			wantRuns: []string{"old-2", "late"}, wantLog: "stored_messages_to_handle=1", wantLevel: "WARN"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := newEnv(t)
+			ctx := context.Background()
+			if _, err := env.js.CreateStream(ctx, jetstream.StreamConfig{Name: "TEST", Subjects: []string{"test.>"}}); err != nil {
+				t.Fatal(err)
+			}
+			env.publish("test.in", "old-1")
+			between := storedAt(t, env, 1).Add(time.Millisecond)
+			for !time.Now().After(between) {
+				runtime.Gosched() // the server's clock is this one: old-2 is stored after `between`
+			}
+			env.publish("test.in", "old-2")
+			rec := &recorder{}
+			var logs runtimetest.LogBuffer
+			log := slog.New(slog.NewTextHandler(&logs, nil))
+			rt, err := New(env.nc, testManifest(t, tt.start(between)), recorderFunctions(rec), WithLogger(log))
+			if err != nil {
+				t.Fatal(err)
+			}
+			env.run(rt)
+			env.publish("test.in", "late")
+			runtimetest.Eventually(t, 10*time.Second, "everything acked", func() bool { return env.settled("TEST", "fn", 3) })
+			var runs []string
+			for _, d := range rec.all() {
+				runs = append(runs, string(d.msg.Data))
+			}
+			if !slices.Equal(runs, tt.wantRuns) {
+				t.Errorf("handled %v, want %v", runs, tt.wantRuns)
+			}
+			line := logLine(logs.String(), "created the function's consumer")
+			if !strings.Contains(line, tt.wantLog) || !strings.Contains(line, "level="+tt.wantLevel) {
+				t.Errorf("log line %q, want it to say %q at %s", line, tt.wantLog, tt.wantLevel)
+			}
+		})
+	}
+}
+
+// storedAt is when the stream stored message seq.
+func storedAt(t *testing.T, env *testEnv, seq uint64) time.Time {
+	t.Helper()
+	s, err := env.js.Stream(context.Background(), "TEST")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.GetMsg(context.Background(), seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Time
+}
+
+// logLine is the first line of logs holding msg.
+func logLine(logs, msg string) string {
+	for _, l := range strings.Split(logs, "\n") {
+		if strings.Contains(l, msg) {
+			return l
+		}
+	}
+	return ""
+}
+
+// TestFunctionRenamed: a deploy renames the function, and with it its
+// durable; renamedFrom names the old function, whose position the new
+// consumer resumes from.
+func TestFunctionRenamed(t *testing.T) {
+	env := newEnv(t)
+	rec := &recorder{}
+	fns := append(recorderFunctions(rec), jetfn.Function{Name: "fn-renamed", New: func(jetfn.Deps) (jetfn.Handler, error) { return rec, nil }})
+	rt, err := New(env.nc, testManifest(t, ""), fns, WithLogger(testLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.handledThree(rt, rec)
+	renamed, err := manifest.Parse([]byte(`
+streams:
+  - {name: TEST, subjects: ["test.>"]}
+  - {name: DEADLETTER, subjects: ["deadletter.>"]}
+functions:
+  - {name: fn-renamed, renamedFrom: fn, version: 1.0.0, stream: TEST, subject: test.in}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Apply(context.Background(), renamed); err != nil {
+		t.Fatal(err)
+	}
+	env.wantOnlyTheLateOne(rec, "fn-renamed")
+}
