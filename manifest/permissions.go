@@ -68,6 +68,7 @@ func (m *Manifest) Permissions(o PermissionOptions) Permissions {
 		pub.add(positionSubjects(f, o.Provision)...)
 		if o.Provision {
 			pub.add("$JS.API.CONSUMER.CREATE."+s+"."+d, "$JS.API.CONSUMER.CREATE."+s+"."+d+".>")
+			pub.add(backfillSubjects(f)...)
 		}
 		if o.Prune {
 			pub.add("$JS.API.CONSUMER.DELETE." + s + "." + d)
@@ -89,6 +90,31 @@ func (m *Manifest) Permissions(o PermissionOptions) Permissions {
 		pub.add(deploymentSubjects(o.Deployment)...)
 	}
 	return Permissions{Publish: pub.list(), Subscribe: sub.list(), AllowResponses: true}
+}
+
+// BackfillConsumers are the two names a function's backfill consumer
+// alternates between: after a change of its subject filter, it hands over
+// what the main consumer passed over (runtime/filterchange.go).
+func BackfillConsumers(durable string) [2]string {
+	return [2]string{durable + "-backfill-a", durable + "-backfill-b"}
+}
+
+// backfillSubjects are what a filter change needs: resetting the main
+// consumer to its ack floor, and creating, binding and deleting a
+// backfill consumer; with a start time, a short-lived consumer finds the
+// first sequence stored at it.
+func backfillSubjects(f FunctionSpec) []string {
+	s, d := f.Stream, f.Durable
+	out := []string{"$JS.API.CONSUMER.RESET." + s + "." + d}
+	for _, b := range BackfillConsumers(d) {
+		out = append(out, "$JS.API.CONSUMER.CREATE."+s+"."+b, "$JS.API.CONSUMER.CREATE."+s+"."+b+".>",
+			"$JS.API.CONSUMER.INFO."+s+"."+b, "$JS.API.CONSUMER.DELETE."+s+"."+b,
+			"$JS.API.CONSUMER.MSG.NEXT."+s+"."+b, "$JS.ACK."+s+"."+b+".>")
+	}
+	if _, ok := f.StartTime(); ok {
+		out = append(out, "$JS.API.CONSUMER.CREATE."+s+".*", "$JS.API.CONSUMER.DELETE."+s+".*")
+	}
+	return out
 }
 
 // positionSubjects are what recording f's consumer position needs (the

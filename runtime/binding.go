@@ -46,6 +46,13 @@ type binding struct {
 	remote *remoteState
 	// trace starts each run's span; nil when tracing is off (tracing.go).
 	trace *runTracer
+	// bf is the binding of the main consumer's backfill consumer while one
+	// runs (backfill.go); nil otherwise.
+	bf *binding
+	// backfill, on a backfill binding, is the range it hands to the
+	// handler, and main the binding it catches up for.
+	backfill *backfillRange
+	main     *binding
 }
 
 // run pulls and handles messages until ctx is done, then drains: buffered
@@ -67,6 +74,9 @@ func (b *binding) run(ctx context.Context, drainTimeout time.Duration) {
 	var keepers sync.WaitGroup
 	keepers.Go(func() { b.keepAlive(keepCtx, w) })
 	keepers.Go(func() { b.consumer.watch(keepCtx) })
+	if b.bf != nil {
+		keepers.Go(func() { b.bf.runBackfill(ctx, drainTimeout) })
+	}
 	defer func() {
 		stopKeeping()
 		keepers.Wait()

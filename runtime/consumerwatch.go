@@ -56,6 +56,9 @@ type consumerHandle struct {
 	// recorded is the ack floor last recorded in positions, so an idle
 	// consumer's unchanged floor is not written again every look.
 	recorded atomic.Uint64
+	// quiet is set for a backfill consumer, which the instance that
+	// finishes it deletes: missing is its end, not a fault.
+	quiet bool
 }
 
 func newConsumerHandle(js jetstream.JetStream, spec manifest.FunctionSpec, stream manifest.StreamSpec, digest string, provision bool,
@@ -147,7 +150,7 @@ func (h *consumerHandle) look(ctx context.Context) {
 		h.found()
 		return
 	}
-	if !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
+	if !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) || h.quiet {
 		return
 	}
 	ctx, cancelRestore := context.WithTimeout(ctx, restoreTimeout)

@@ -364,6 +364,9 @@ func (b *binding) process(ctx context.Context, d *delivery, wk *worker) delivery
 	if !b.unsettled.start(d, deadline, wk) {
 		return stateReturned // the drain took it
 	}
+	if b.backfill != nil && !b.backfill.hands(msg.Subject, msg.StreamSequence) {
+		return b.passOver(d) // the main consumer delivers it, or did
+	}
 	if msg.NumDelivered > uint64(b.spec.MaxDeliver) {
 		// Every allowed delivery ended without a result: the consumer has
 		// one delivery more than maxDeliver for exactly this.
@@ -394,6 +397,18 @@ func (b *binding) process(ctx context.Context, d *delivery, wk *worker) delivery
 	}
 	if b.settle(m, msg, herr) {
 		wk.stats.acked.Add(1)
+	}
+	return stateSettled
+}
+
+// passOver acks a backfill's delivery that is not one the backfill hands
+// to the function, without running the handler.
+func (b *binding) passOver(d *delivery) deliveryState {
+	if !b.unsettled.finish(d) {
+		return b.unfinished(d)
+	}
+	if err := reply(b.js.Conn(), d.msg, ackBody); err != nil {
+		b.log.Warn("acking a message the backfill passes over", "err", err)
 	}
 	return stateSettled
 }

@@ -78,6 +78,15 @@ func TestProvisionPermissionsSufficient(t *testing.T) {
 	})
 	p.env.publish("test.in", "after")
 	runtimetest.Eventually(t, 20*time.Second, "the output after the recreation", func() bool { return p.outputs() == 3 })
+	// A filter change: test.other's stored message is handed over by a
+	// backfill consumer, after a reset of the main one.
+	p.env.publish("test.other", "other")
+	widened := filterManifest(t, "    ackWait: 300ms\n    heartbeat: 100ms\n    maxDeliver: 2\n    concurrency: 3\n"+
+		"    outputs:\n      - subject: test.out\n        stream: TEST\n", "test.in", "test.other")
+	if err := p.rt.Apply(context.Background(), widened); err != nil {
+		t.Fatal(err)
+	}
+	runtimetest.Eventually(t, 20*time.Second, "the output of the handed-over message", func() bool { return p.outputs() == 4 })
 	if v := p.log.Violations(); len(v) > 0 {
 		t.Fatalf("permission violations with the --provision permissions: %v\n%s", v, p.log.String())
 	}
@@ -98,6 +107,13 @@ func TestPermissionOptions(t *testing.T) {
 			"$JS.API.DIRECT.GET.KV_jetfn-positions.$KV.jetfn-positions.consumer.TEST.fn",
 			"$JS.API.DIRECT.GET.KV_jetfn-positions.$KV.jetfn-positions.function.TEST.fn",
 			"$JS.API.CONSUMER.CREATE.TEST.fn", "$JS.API.CONSUMER.CREATE.TEST.fn.>",
+			"$JS.API.CONSUMER.RESET.TEST.fn",
+			"$JS.API.CONSUMER.CREATE.TEST.fn-backfill-a", "$JS.API.CONSUMER.CREATE.TEST.fn-backfill-a.>",
+			"$JS.API.CONSUMER.INFO.TEST.fn-backfill-a", "$JS.API.CONSUMER.DELETE.TEST.fn-backfill-a",
+			"$JS.API.CONSUMER.MSG.NEXT.TEST.fn-backfill-a", "$JS.ACK.TEST.fn-backfill-a.>",
+			"$JS.API.CONSUMER.CREATE.TEST.fn-backfill-b", "$JS.API.CONSUMER.CREATE.TEST.fn-backfill-b.>",
+			"$JS.API.CONSUMER.INFO.TEST.fn-backfill-b", "$JS.API.CONSUMER.DELETE.TEST.fn-backfill-b",
+			"$JS.API.CONSUMER.MSG.NEXT.TEST.fn-backfill-b", "$JS.ACK.TEST.fn-backfill-b.>",
 			"$JS.API.STREAM.CREATE.TEST", "$JS.API.STREAM.UPDATE.TEST",
 			"$JS.API.STREAM.CREATE.DEADLETTER", "$JS.API.STREAM.UPDATE.DEADLETTER",
 		}},
@@ -185,6 +201,7 @@ type permsCase struct {
 	env   *testEnv
 	admin *nats.Conn
 	log   *runtimetest.LogBuffer
+	rt    *Runtime
 }
 
 func (p *permsCase) outputs() int {
@@ -247,7 +264,7 @@ func startPermsCase(t *testing.T, m *manifest.Manifest, perms manifest.Permissio
 	for _, payload := range []string{"ok", "slow"} {
 		env.publish("test.in", payload)
 	}
-	return &permsCase{env: env, admin: admin, log: log}
+	return &permsCase{env: env, admin: admin, log: log, rt: rt}
 }
 
 // exhaustDeliveries plays an instance that died during every delivery of a

@@ -39,7 +39,7 @@ type position struct {
 // consumerKey and functionKey are the two keys a position is recorded
 // under: by durable, and by function name, which finds it again after the
 // durable was renamed.
-func consumerKey(stream, durable string) string   { return "consumer." + stream + "." + durable }
+func consumerKey(stream, durable string) string  { return "consumer." + stream + "." + durable }
 func functionKey(stream, function string) string { return "function." + stream + "." + function }
 
 // positionStore records and looks up positions. A nil kv (no bucket, and

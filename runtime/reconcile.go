@@ -234,6 +234,9 @@ func ensureConsumer(ctx context.Context, stream jetstream.Stream, f manifest.Fun
 			return existing, nil
 		}
 		warnIfOtherManifest(log, have, want, f, digest)
+		if err := prepareFilterChange(ctx, stream, existing, f, digest, &want); err != nil {
+			return nil, fmt.Errorf("changing the subject filter of consumer %s of function %s: %w", f.Durable, f.Name, err)
+		}
 	case errors.Is(err, jetstream.ErrConsumerNotFound):
 		d, err := decideStart(ctx, stream, f, positions, nil)
 		if err != nil {
@@ -295,7 +298,7 @@ func overlayConsumer(have jetstream.ConsumerConfig, f manifest.FunctionSpec, dig
 		md = map[string]string{}
 	}
 	for k := range md {
-		if strings.HasPrefix(k, "jetfn.") || f.Monitor != nil && strings.HasPrefix(k, "io.nats.monitor.") {
+		if strings.HasPrefix(k, "jetfn.") && !keptMetadata(k) || f.Monitor != nil && strings.HasPrefix(k, "io.nats.monitor.") {
 			delete(md, k)
 		}
 	}

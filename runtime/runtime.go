@@ -307,7 +307,8 @@ func (r *Runtime) connect(ctx context.Context, b *binding, m *manifest.Manifest)
 	b.consumer = newConsumerHandle(r.js, spec, streamSpec, m.Digest, !r.opts.noProvision, b.log,
 		consumer, stream.CachedInfo().Created, r.positions)
 	b.consumer.record(ctx)
-	return nil
+	b.bf, err = r.bindBackfill(ctx, b, stream, m)
+	return err
 }
 
 // provisionStreams creates or updates the streams. Without provisioning

@@ -18,23 +18,23 @@ import (
 
 // Letter is one dead letter as stored on the dead-letter stream.
 type Letter struct {
-	Seq             uint64      `json:"seq"`
-	Subject         string      `json:"subject"`
-	Stored          time.Time   `json:"stored"`
-	Function        string      `json:"function"`
-	OriginalSubject string      `json:"original_subject"`
-	OriginalStream  string      `json:"original_stream"`
-	OriginalSeq     uint64      `json:"original_seq"`
-	OriginalMsgID   string      `json:"original_msg_id,omitempty"`
+	Seq             uint64    `json:"seq"`
+	Subject         string    `json:"subject"`
+	Stored          time.Time `json:"stored"`
+	Function        string    `json:"function"`
+	OriginalSubject string    `json:"original_subject"`
+	OriginalStream  string    `json:"original_stream"`
+	OriginalSeq     uint64    `json:"original_seq"`
+	OriginalMsgID   string    `json:"original_msg_id,omitempty"`
 	// Identity is the original's identity as the function saw it
 	// (jetfn.Msg.ID); empty on a dead letter stored before jetfn recorded
 	// it.
-	Identity               string `json:"identity,omitempty"`
-	OriginalStreamIdentity string `json:"original_stream_identity,omitempty"`
-	NumDelivered    uint64      `json:"num_delivered"`
-	Error           string      `json:"error"`
-	Header          nats.Header `json:"header,omitempty"`
-	Data            []byte      `json:"data"`
+	Identity               string      `json:"identity,omitempty"`
+	OriginalStreamIdentity string      `json:"original_stream_identity,omitempty"`
+	NumDelivered           uint64      `json:"num_delivered"`
+	Error                  string      `json:"error"`
+	Header                 nats.Header `json:"header,omitempty"`
+	Data                   []byte      `json:"data"`
 }
 
 func letterFrom(m *jetstream.RawStreamMsg) Letter {

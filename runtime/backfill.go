@@ -1,0 +1,266 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetfn/jetfn/manifest"
+)
+
+// A backfill consumer (filterchange.go) is bound beside the function's
+// main consumer by every instance, as a second binding that shares the
+// function's handler and counters; the instance that sees it done removes
+// it. Nothing here runs without provisioning: creating and removing
+// consumers is provisioning's right.
+
+// backfillCheckEvery is how often a running backfill asks whether it is
+// done.
+const backfillCheckEvery = time.Second
+
+// prepareFilterChange makes the backfill consumer a change of the main
+// consumer's filter (from existing's to want's) needs before the change is
+// made, and writes the notes and the backfill's name into want's metadata.
+// An unfinished backfill is folded into the new one.
+func prepareFilterChange(ctx context.Context, stream jetstream.Stream, existing jetstream.Consumer, f manifest.FunctionSpec,
+	digest string, want *jetstream.ConsumerConfig) error {
+	info := existing.CachedInfo()
+	have := filtersOf(info.Config)
+	change := diffFilters(have, filtersOf(*want))
+	old, oldFloor, running, err := readRunningBackfill(ctx, stream, info.Config, info.Delivered.Stream)
+	if err != nil {
+		return err
+	}
+	oldName := info.Config.Metadata[backfillKey]
+	if change.empty() && !running {
+		return nil
+	}
+	start, err := startSeq(ctx, stream, f)
+	if err != nil {
+		return err
+	}
+	plan := planFilterChange(change, have, want.Metadata, info.Delivered.Stream, start)
+	if running {
+		plan = foldBackfill(plan, old, oldFloor, filtersOf(*want), have, want.Metadata)
+	}
+	delete(want.Metadata, backfillKey)
+	if oldName != "" {
+		if err := deleteConsumer(ctx, stream, oldName); err != nil {
+			return err
+		}
+	}
+	if plan == nil {
+		return nil
+	}
+	cfg, err := plan.config(backfillName(f.Durable, oldName), f, digest)
+	if err != nil {
+		return err
+	}
+	if _, err := stream.CreateOrUpdateConsumer(ctx, cfg); err != nil {
+		return fmt.Errorf("%w: creating backfill consumer %s: %v", ErrServerRefused, cfg.Durable, err)
+	}
+	want.Metadata[backfillKey] = cfg.Durable
+	return nil
+}
+
+// readRunningBackfill reads the backfill the main consumer config names:
+// its range (through defaulting to delivered, the main consumer's
+// position, when it was never bound) and its ack floor.
+func readRunningBackfill(ctx context.Context, stream jetstream.Stream, main jetstream.ConsumerConfig, delivered uint64) (backfillRange, uint64, bool, error) {
+	name := main.Metadata[backfillKey]
+	if name == "" {
+		return backfillRange{}, 0, false, nil
+	}
+	c, err := stream.Consumer(ctx, name)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return backfillRange{}, 0, false, nil
+	}
+	if err != nil {
+		return backfillRange{}, 0, false, fmt.Errorf("looking up backfill consumer %s: %w", name, err)
+	}
+	info := c.CachedInfo()
+	r, err := readBackfillRange(info.Config.Metadata)
+	if err != nil {
+		return backfillRange{}, 0, false, fmt.Errorf("backfill consumer %s: %w", name, err)
+	}
+	if r.through == 0 {
+		r.through = delivered
+	}
+	return r, info.AckFloor.Stream, true, nil
+}
+
+func deleteConsumer(ctx context.Context, stream jetstream.Stream, name string) error {
+	err := stream.DeleteConsumer(ctx, name)
+	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return fmt.Errorf("deleting consumer %s: %w", name, err)
+	}
+	return nil
+}
+
+// startSeq is the first sequence of a subject the function never read, as
+// its start says: 1 for all, 0 (none) for new, and for a time the first
+// sequence stored at or after it.
+func startSeq(ctx context.Context, stream jetstream.Stream, f manifest.FunctionSpec) (uint64, error) {
+	at, isTime := f.StartTime()
+	switch {
+	case isTime:
+		return seqAtTime(ctx, stream, at)
+	case f.Start == manifest.StartNew:
+		return 0, nil
+	}
+	return 1, nil
+}
+
+// seqAtTime is the first sequence stored at or after t: where a consumer
+// started at t begins, read from a short-lived one.
+func seqAtTime(ctx context.Context, stream jetstream.Stream, t time.Time) (uint64, error) {
+	c, err := stream.CreateConsumer(ctx, jetstream.ConsumerConfig{AckPolicy: jetstream.AckNonePolicy,
+		DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &t, InactiveThreshold: 10 * time.Second,
+		Description: "jetfn: the first sequence stored at a start time"})
+	if err != nil {
+		return 0, fmt.Errorf("finding the first message stored at %s: %w", t.Format(time.RFC3339), err)
+	}
+	defer func() { _ = stream.DeleteConsumer(context.WithoutCancel(ctx), c.CachedInfo().Name) }()
+	return c.CachedInfo().Delivered.Stream + 1, nil
+}
+
+// bindBackfill prepares the binding of the backfill the main consumer
+// names, or returns nil when there is none (or it is gone). A backfill
+// bound for the first time learns where it ends: the main consumer's
+// position now, after the change.
+func (r *Runtime) bindBackfill(ctx context.Context, b *binding, stream jetstream.Stream, m *manifest.Manifest) (*binding, error) {
+	main := b.consumer.get()
+	name := main.CachedInfo().Config.Metadata[backfillKey]
+	if name == "" || r.opts.noProvision {
+		return nil, nil
+	}
+	c, err := stream.Consumer(ctx, name)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, nil // another instance finished it
+	}
+	if err != nil {
+		return nil, fmt.Errorf("looking up backfill consumer %s: %w", name, err)
+	}
+	if c, err = settleThrough(ctx, r.js, stream, main, c); err != nil {
+		return nil, err
+	}
+	rng, err := readBackfillRange(c.CachedInfo().Config.Metadata)
+	if err != nil {
+		return nil, fmt.Errorf("backfill consumer %s: %w", name, err)
+	}
+	bf := b.backfillBinding(c, rng)
+	streamSpec, _ := m.Stream(b.spec.Stream)
+	bf.consumer = newConsumerHandle(r.js, bf.spec, streamSpec, m.Digest, false, bf.log, c, stream.CachedInfo().Created, nil)
+	bf.consumer.quiet = true
+	b.log.Info("handing over what a subject filter change passed over", "backfill_consumer", name,
+		"subjects", bf.spec.FilterSubjects(), "through_stream_seq", rng.through, "pending", c.CachedInfo().NumPending)
+	return bf, nil
+}
+
+// settleThrough fixes where a backfill ends, the first time an instance
+// binds it. The server does not say how far a consumer has scanned: while
+// its filter still lacked the added subjects, a waiting pull moved it past
+// their messages without delivering them, and its delivered sequence does
+// not show that. So the main consumer is reset to just after its ack floor
+// (which keeps every unacknowledged message: nothing is dropped), and
+// delivers from there whatever its new filter matches; the backfill ends
+// at the floor. Messages above the floor that were delivered already come
+// once more: recent ones, inside the duplicate window.
+func settleThrough(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, main, c jetstream.Consumer) (jetstream.Consumer, error) {
+	cfg := c.CachedInfo().Config
+	if cfg.Metadata[backfillThroughKey] != "" {
+		return c, nil
+	}
+	mainInfo := main.CachedInfo()
+	reset, err := js.ResetConsumerToSequence(ctx, mainInfo.Stream, mainInfo.Name, 0)
+	if err != nil {
+		return nil, fmt.Errorf("resetting consumer %s to its ack floor for its backfill: %w", mainInfo.Name, err)
+	}
+	cfg.Metadata = maps.Clone(cfg.Metadata)
+	cfg.Metadata[backfillThroughKey] = strconv.FormatUint(reset.ResetSeq-1, 10)
+	c, err = stream.UpdateConsumer(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("recording where backfill consumer %s ends: %w", cfg.Durable, err)
+	}
+	return c, nil
+}
+
+// backfillBinding is a binding of the backfill consumer c: b's function,
+// handler and counters, c's filter, and only rng's messages handled.
+func (b *binding) backfillBinding(c jetstream.Consumer, rng backfillRange) *binding {
+	cfg := c.CachedInfo().Config
+	spec := b.spec
+	spec.Durable, spec.Subject, spec.Subjects = cfg.Durable, "", filtersOf(cfg)
+	bf := &binding{spec: spec, handler: b.handler, js: b.js, dlSubject: b.dlSubject,
+		ackPrefix: ackPrefix(spec.Stream, spec.Durable), stats: b.stats, log: b.log.With("backfill_consumer", spec.Durable),
+		bufferBeats: b.bufferBeats, observe: b.observe, refusal: b.refusal, remote: b.remote, trace: b.trace,
+		backfill: &rng, main: b}
+	bf.heartbeat.Store(b.heartbeat.Load())
+	return bf
+}
+
+// runBackfill runs the backfill binding until it is done (then removes it)
+// or ctx ends, and waits for its drain.
+func (b *binding) runBackfill(ctx context.Context, drainTimeout time.Duration) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b.run(ctx, drainTimeout)
+	}()
+	everyOrKicked(ctx, backfillCheckEvery, nil, func(ctx context.Context) {
+		if b.backfillDone(ctx) {
+			cancel()
+		}
+	})
+	<-done
+}
+
+// backfillDone reports whether the backfill has handed over everything up
+// to its end (then it removes it) or is gone.
+func (b *binding) backfillDone(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, consumerInfoTimeout)
+	defer cancel()
+	info, err := b.consumer.get().Info(ctx)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+		return true
+	}
+	if err != nil || info.NumAckPending > 0 || info.Delivered.Stream < b.backfill.through && info.NumPending > 0 {
+		return false
+	}
+	if err := b.finishBackfill(ctx); err != nil {
+		b.log.Warn("removing a finished backfill consumer; the next look tries again", "err", err)
+		return false
+	}
+	b.log.Info("backfill done: everything a subject filter change passed over is handed over",
+		"through_stream_seq", b.backfill.through)
+	return true
+}
+
+// finishBackfill takes the backfill's name off the main consumer, so no
+// instance binds it again, then deletes it.
+func (b *binding) finishBackfill(ctx context.Context) error {
+	s, err := b.js.Stream(ctx, b.spec.Stream)
+	if err != nil {
+		return err
+	}
+	main, err := s.Consumer(ctx, b.main.spec.Durable)
+	if err != nil {
+		return err
+	}
+	cfg := main.CachedInfo().Config
+	if cfg.Metadata[backfillKey] == b.spec.Durable {
+		cfg.Metadata = maps.Clone(cfg.Metadata)
+		delete(cfg.Metadata, backfillKey)
+		if _, err := s.UpdateConsumer(ctx, cfg); err != nil {
+			return err
+		}
+	}
+	return deleteConsumer(ctx, s, b.spec.Durable)
+}

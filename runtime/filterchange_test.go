@@ -1,0 +1,192 @@
+package runtime
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jetfn/jetfn"
+	"github.com/jetfn/jetfn/manifest"
+	"github.com/jetfn/jetfn/runtime/runtimetest"
+)
+
+// The tests in this file are issue 29, item 5: changing a function's
+// subject filter moved nothing back, so narrowing then rolling back lost
+// what was published in between, and adding a subject skipped its stored
+// backlog. Before the fix, b2 in the first test and b1, b2 in the second
+// were never handled.
+
+// handledExactly waits until rec has handled want (in any order), then
+// checks it handled nothing else and nothing twice.
+func (e *testEnv) handledExactly(rec *recorder, want ...string) {
+	e.t.Helper()
+	slices.Sort(want)
+	var got []string
+	defer func() {
+		if e.t.Failed() {
+			e.t.Logf("handled: %v", got)
+		}
+	}()
+	runtimetest.Eventually(e.t, 15*time.Second, "handled "+joinStrings(want), func() bool {
+		got = got[:0]
+		for _, d := range rec.all() {
+			got = append(got, string(d.msg.Data))
+		}
+		slices.Sort(got)
+		return len(got) >= len(want)
+	})
+	if !slices.Equal(got, want) {
+		e.t.Fatalf("handled %v, want %v, each once", got, want)
+	}
+}
+
+// filterManifest is testManifest's, reading subjects instead of test.in.
+func filterManifest(t *testing.T, extra string, subjects ...string) *manifest.Manifest {
+	t.Helper()
+	m := testManifest(t, extra)
+	m.Functions[0].Subject, m.Functions[0].Subjects = "", subjects
+	if err := m.Validate([]string{"fn"}); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func joinStrings(s []string) string {
+	out := ""
+	for i, x := range s {
+		if i > 0 {
+			out += ", "
+		}
+		out += x
+	}
+	return out
+}
+
+// TestFilterNarrowedThenRolledBack: a deploy drops test.b, its rollback
+// adds it back. What test.b got meanwhile is handled after the rollback,
+// and nothing handled before is handled again.
+func TestFilterNarrowedThenRolledBack(t *testing.T) {
+	env := newEnv(t)
+	rec := &recorder{}
+	both := filterManifest(t, "", "test.in", "test.b")
+	rt, err := New(env.nc, both, recorderFunctions(rec), WithLogger(testLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.run(rt)
+	env.publish("test.in", "in-1")
+	env.publish("test.b", "b-1")
+	env.handledExactly(rec, "in-1", "b-1")
+
+	ctx := context.Background()
+	if err := rt.Apply(ctx, testManifest(t, "")); err != nil {
+		t.Fatal(err)
+	}
+	env.publish("test.b", "b-2") // stored while the function does not read test.b
+	env.publish("test.in", "in-2")
+	env.handledExactly(rec, "in-1", "b-1", "in-2")
+
+	if err := rt.Apply(ctx, both); err != nil {
+		t.Fatal(err)
+	}
+	env.publish("test.b", "b-3")
+	env.handledExactly(rec, "in-1", "b-1", "in-2", "b-2", "b-3")
+}
+
+// TestFilterSubjectAdded: a deploy adds test.b, which already holds
+// messages. The function's start says whether its stored backlog is
+// handled: all (the default) handles it once, new skips it on purpose.
+func TestFilterSubjectAdded(t *testing.T) {
+	tests := []struct {
+		name  string
+		start string
+		want  []string
+	}{
+		{name: "start all", want: []string{"in-1", "b-1", "b-2", "b-3"}},
+		{name: "start new", start: "    start: new\n", want: []string{"in-1", "b-3"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := newEnv(t)
+			rec := &recorder{}
+			rt, err := New(env.nc, testManifest(t, tt.start), recorderFunctions(rec), WithLogger(testLogger()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			env.run(rt)
+			env.publish("test.b", "b-1")
+			env.publish("test.in", "in-1")
+			env.publish("test.b", "b-2")
+			env.handledExactly(rec, "in-1")
+			if err := rt.Apply(context.Background(), filterManifest(t, tt.start, "test.in", "test.b")); err != nil {
+				t.Fatal(err)
+			}
+			env.publish("test.b", "b-3")
+			env.handledExactly(rec, tt.want...)
+		})
+	}
+}
+
+// TestFilterChangedWhileBackfillRuns: a second change comes while the
+// backfill of the first still has messages to hand over; the next
+// backfill takes them over, and nothing is lost. What the first had
+// handed over above its ack floor (b-2, acked while b-1 was held) may
+// come again, as any redelivery may: once more at most.
+func TestFilterChangedWhileBackfillRuns(t *testing.T) {
+	env := newEnv(t)
+	release := make(chan struct{})
+	done := &recorder{}
+	h := jetfn.HandlerFunc(func(ctx context.Context, msg jetfn.Msg) error {
+		if string(msg.Data) == "b-1" {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return ctx.Err() // returned by the drain: not done
+			}
+		}
+		return done.Handle(ctx, msg)
+	})
+	fns := []jetfn.Function{{Name: "fn", New: func(jetfn.Deps) (jetfn.Handler, error) { return h, nil }}}
+	const two = "    concurrency: 2\n" // b-2 runs beside the held b-1
+	rt, err := New(env.nc, testManifest(t, two), fns, WithLogger(testLogger()), WithDrainTimeout(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.run(rt)
+	env.publish("test.b", "b-1")
+	env.publish("test.b", "b-2")
+	env.publish("test.in", "in-1")
+	env.handledExactly(done, "in-1")
+	ctx := context.Background()
+	if err := rt.Apply(ctx, filterManifest(t, two, "test.in", "test.b")); err != nil {
+		t.Fatal(err)
+	}
+	env.handledExactly(done, "in-1", "b-2") // b-1 is held in its handler
+	if err := rt.Apply(ctx, filterManifest(t, two, "test.b", "test.c")); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	env.publish("test.c", "c-1")
+	env.publish("test.in", "in-2") // no longer read
+	env.handledEach(done, "in-1", "b-2", "b-1", "c-1")
+}
+
+// handledEach waits until rec has handled every one of want, then checks
+// it handled nothing else, and nothing more than twice.
+func (e *testEnv) handledEach(rec *recorder, want ...string) {
+	e.t.Helper()
+	count := map[string]int{}
+	runtimetest.Eventually(e.t, 15*time.Second, "handled "+joinStrings(want), func() bool {
+		clear(count)
+		for _, d := range rec.all() {
+			count[string(d.msg.Data)]++
+		}
+		return !slices.ContainsFunc(want, func(w string) bool { return count[w] == 0 })
+	})
+	for data, n := range count {
+		if !slices.Contains(want, data) || n > 2 {
+			e.t.Errorf("%s handled %d times; want each of %v once (twice at most for one in flight at a change)", data, n, want)
+		}
+	}
+}
