@@ -107,7 +107,10 @@ func TestRemoteDeadlineLeavesRoomToPublish(t *testing.T) {
 		for i := range outputs {
 			outs = append(outs, fmt.Sprintf(`{"subject":"test.out","data":%d,"key":"%s:%d"}`, i, id, i))
 		}
-		time.Sleep(time.Until(deadline.Add(-2 * time.Millisecond))) // a remote that uses all of its time: the point of the test
+		// A remote that uses nearly all of its time, the point of the test;
+		// 30ms short of it, so a sleep that wakes late on a loaded machine
+		// still replies in time.
+		time.Sleep(time.Until(deadline.Add(-30 * time.Millisecond)))
 		_ = req.Respond([]byte(`{"outputs":[` + strings.Join(outs, ",") + `]}`))
 	})
 	env.startRemoteFn(remoteManifest(t, fmt.Sprintf("    timeout: %s\n    maxDeliver: 2\n    backoff: [100ms]\n", timeout)))
