@@ -63,6 +63,8 @@ func (e *retryAfterError) Unwrap() error { return e.err }
 // RetryAfter asks the runtime to redeliver the message after d instead of
 // after the manifest's backoff delay, for example when a downstream service
 // said when it will be back. The delivery still counts towards maxDeliver.
+// d is clamped to the function's maxRetryAfter (manifest), which the
+// duplicate-window check counts: a longer wait could outlive the window.
 func RetryAfter(err error, d time.Duration) error {
 	if err == nil {
 		return nil

@@ -17,7 +17,8 @@ import (
 //   - an error wrapped by Malformed or Permanent: the message is republished
 //     to the dead-letter stream with the error as its reason, then Term'd.
 //     It is never retried.
-//   - an error made by RetryAfter: NakWithDelay with the handler's delay.
+//   - an error made by RetryAfter: NakWithDelay with the handler's delay,
+//     at most the manifest's maxRetryAfter.
 //   - any other error, a panic, or a run past the manifest's timeout:
 //     NakWithDelay with the manifest's backoff entry for this attempt; on
 //     the last allowed delivery (maxDeliver) the message is dead-lettered

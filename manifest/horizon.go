@@ -22,6 +22,9 @@ type Horizon struct {
 	Redeliveries time.Duration
 	Timeout      time.Duration
 	MaxDeliver   int
+	// MaxRetryAfter is the function's RetryAfterBound, which Redeliveries
+	// counts for every delivery.
+	MaxRetryAfter time.Duration
 }
 
 // Total is the horizon itself. Every delivery may run its handler for up to
@@ -36,13 +39,32 @@ func (h Horizon) MinWindow() time.Duration { return 2 * h.Total() }
 
 // redeliveryWait sums, over every allowed delivery, the longest wait before
 // the next one: ackWait when the process died, the backoff entry when the
-// handler failed.
+// handler failed, the delay a RetryAfter or a remote's Retry-After asked
+// for (at most RetryAfterBound) on any delivery.
 func (f *FunctionSpec) redeliveryWait() time.Duration {
 	var sum time.Duration
 	for n := 1; n <= f.MaxDeliver; n++ {
-		sum += max(f.AckWait, f.RetryDelay(uint64(n)))
+		sum += max(f.AckWait, f.RetryDelay(uint64(n)), f.RetryAfterBound())
 	}
 	return sum
+}
+
+// RetryAfterBound is the longest delay a handler's RetryAfter or a remote's
+// Retry-After gets; the runtime clamps a longer one to it. Without
+// maxRetryAfter it is the longest wait the function already allows between
+// deliveries, ackWait or its largest backoff entry, so the default adds to
+// the horizon only what a growing backoff's early entries leave out, while
+// an unbounded request (a remote's Retry-After of 10^9 seconds) could
+// outlive any duplicate window.
+func (f *FunctionSpec) RetryAfterBound() time.Duration {
+	if f.MaxRetryAfter > 0 {
+		return f.MaxRetryAfter
+	}
+	longest := f.AckWait
+	for _, d := range f.Backoff {
+		longest = max(longest, d)
+	}
+	return longest
 }
 
 // RetryDelay is the backoff before the redelivery that follows attempt n:
@@ -71,6 +93,7 @@ func (m *Manifest) Horizons() []Horizon {
 			out = append(out, Horizon{
 				Function: f.Name, Stream: s.Name, Window: s.Duplicates,
 				MaxOutage: f.MaxOutage, Redeliveries: f.redeliveryWait(), Timeout: f.Timeout, MaxDeliver: f.MaxDeliver,
+				MaxRetryAfter: f.RetryAfterBound(),
 			})
 		}
 	}
@@ -104,11 +127,13 @@ func (m *Manifest) streamAt(name string) place {
 func (h Horizon) explain() string {
 	return fmt.Sprintf("stream %s keeps message IDs for %s (duplicates), but function %s may publish "+
 		"the same output up to %s after a message's first delivery: maxOutage %s + %d deliveries "+
-		"waiting up to %s in all for redelivery (ackWait or backoff) + %d × timeout %s. A redelivery that "+
+		"waiting up to %s in all for redelivery (ackWait, backoff, or a Retry-After up to maxRetryAfter %s) + "+
+		"%d × timeout %s. A redelivery that "+
 		"comes after the window has forgotten the first publish's Nats-Msg-Id, so it stores a second "+
 		"message, as the field report's 2-minute window did after a 130s outage. Set duplicates on "+
 		"%s to at least %s (twice the horizon), or lower maxOutage; --allow-short-window accepts the risk.",
-		h.Stream, h.Window, h.Function, h.Total(), h.MaxOutage, h.MaxDeliver, h.Redeliveries, h.MaxDeliver, h.Timeout,
+		h.Stream, h.Window, h.Function, h.Total(), h.MaxOutage, h.MaxDeliver, h.Redeliveries, h.MaxRetryAfter,
+		h.MaxDeliver, h.Timeout,
 		h.Stream, h.MinWindow())
 }
 

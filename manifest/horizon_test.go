@@ -73,11 +73,72 @@ func TestDuplicateWindowCheck(t *testing.T) {
 	}
 }
 
+// TestHorizonCountsBackoff: every delivery's wait before the next is the
+// longest of ackWait, its backoff entry and the Retry-After bound, since a
+// handler's RetryAfter or a remote's Retry-After may ask for the bound on
+// any delivery.
 func TestHorizonCountsBackoff(t *testing.T) {
-	f := FunctionSpec{AckWait: 6 * time.Second, MaxDeliver: 4, Backoff: []time.Duration{time.Second, 20 * time.Second}}
-	// Waits: max(6s,1s) + max(6s,20s) + 20s + 20s.
-	if got, want := f.redeliveryWait(), 66*time.Second; got != want {
-		t.Fatalf("redeliveryWait = %s, want %s", got, want)
+	growing := []time.Duration{time.Second, 20 * time.Second}
+	tests := []struct {
+		name string
+		f    FunctionSpec
+		want time.Duration
+	}{
+		// Waits: the bound defaults to the largest entry, 20s, so the first
+		// delivery may wait 20s too: 4 × 20s.
+		{name: "growing backoff: every delivery may wait the largest entry",
+			f: FunctionSpec{AckWait: 6 * time.Second, MaxDeliver: 4, Backoff: growing}, want: 80 * time.Second},
+		{name: "no backoff: ackWait bounds Retry-After",
+			f: FunctionSpec{AckWait: 6 * time.Second, MaxDeliver: 5}, want: 30 * time.Second},
+		{name: "maxRetryAfter above the backoff counts for every delivery",
+			f:    FunctionSpec{AckWait: 6 * time.Second, MaxDeliver: 4, Backoff: growing, MaxRetryAfter: time.Hour},
+			want: 4 * time.Hour},
+		{name: "maxRetryAfter below ackWait: ackWait still counts",
+			f:    FunctionSpec{AckWait: 6 * time.Second, MaxDeliver: 2, MaxRetryAfter: time.Second},
+			want: 12 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.f.redeliveryWait(); got != tt.want {
+				t.Fatalf("redeliveryWait = %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestCheckCountsMaxRetryAfter: check refuses a window that a remote's
+// largest allowed Retry-After on every delivery would outlive, and names
+// the bound in its explanation.
+func TestCheckCountsMaxRetryAfter(t *testing.T) {
+	tests := []struct {
+		name, maxRetryAfter string
+		wantShort           bool
+	}{
+		// Horizon without it: 130s + 5 × 6s + 5 × 2s = 170s; window 5m40s.
+		{name: "the default bound passes the field report's window", wantShort: false},
+		{name: "a 10m bound on 5 deliveries outlives it", maxRetryAfter: "10m", wantShort: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			doc := fieldReport("5m40s")
+			if tt.maxRetryAfter != "" {
+				doc = strings.Replace(doc, "    timeout: 2s\n", "    timeout: 2s\n    maxRetryAfter: "+tt.maxRetryAfter+"\n", 1)
+			}
+			m, err := Parse([]byte(doc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Validate(known); err != nil {
+				t.Fatal(err)
+			}
+			err = m.CheckDuplicateWindows()
+			if got := errors.Is(err, ErrShortWindow); got != tt.wantShort {
+				t.Fatalf("short window = %v, want %v (err %v)", got, tt.wantShort, err)
+			}
+			if tt.wantShort && !strings.Contains(err.Error(), "Retry-After up to maxRetryAfter 10m0s") {
+				t.Errorf("explanation %q does not name the bound", err)
+			}
+		})
 	}
 }
 

@@ -85,8 +85,13 @@ type FunctionSpec struct {
 	// Backoff is the redelivery delay after the n-th failed attempt; the
 	// last entry repeats. Empty means a failed message comes back after
 	// AckWait.
-	Backoff     []time.Duration `yaml:"backoff"`
-	Concurrency int             `yaml:"concurrency"`
+	Backoff []time.Duration `yaml:"backoff"`
+	// MaxRetryAfter bounds the delay a handler's RetryAfter or a remote's
+	// Retry-After may ask for; a longer one is clamped to it. 0 (absent)
+	// is the default, RetryAfterBound. The duplicate-window horizon counts
+	// it for every delivery, so no requested delay can outlive the window.
+	MaxRetryAfter time.Duration `yaml:"maxRetryAfter"`
+	Concurrency   int           `yaml:"concurrency"`
 	// Prefetch is how many pulled messages may wait for a free worker.
 	// Absent, the runtime derives it from the measured handling rate (at
 	// most DefaultMaxPrefetch); 0 pulls only for free workers.

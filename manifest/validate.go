@@ -178,6 +178,9 @@ func (m *Manifest) validateFunction(fat place, f *FunctionSpec, add problemFunc)
 			add(fat.key("backoff"), "entry %s must be positive", d)
 		}
 	}
+	if f.MaxRetryAfter < 0 {
+		add(fat.key("maxRetryAfter"), "must not be negative (absent: the longer of ackWait and the largest backoff entry)")
+	}
 	if f.Concurrency < 1 {
 		add(fat.key("concurrency"), "%d must be at least 1", f.Concurrency)
 	}

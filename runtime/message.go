@@ -437,7 +437,7 @@ func refuseUnsafe(msg jetfn.Msg, maxPayload int) error {
 			return jetfn.Malformed(fmt.Errorf("header name %q holds a control character", key))
 		}
 		for _, v := range values {
-			if hasControl(v) {
+			if hasControlInValue(v) {
 				return jetfn.Malformed(fmt.Errorf("header %s holds a control character", key))
 			}
 		}
@@ -447,6 +447,13 @@ func refuseUnsafe(msg jetfn.Msg, maxPayload int) error {
 
 func hasControl(s string) bool {
 	return strings.IndexFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0
+}
+
+// hasControlInValue is hasControl for a header value, in which a
+// horizontal tab is legal (RFC 9110 field-value) and harmless: the log
+// handlers quote it.
+func hasControlInValue(s string) bool {
+	return strings.IndexFunc(s, func(r rune) bool { return r != '\t' && (r < 0x20 || r == 0x7f) }) >= 0
 }
 
 // call runs the handler in the delivery's runContext, which the keeper
@@ -550,7 +557,8 @@ func decide(err error, numDelivered uint64, p *manifest.FunctionSpec) outcome {
 		return outcome{kind: outcomeDeadLetter}
 	}
 	if delay, ok := jetfn.RetryDelay(err); ok {
-		return outcome{kind: outcomeRetry, delay: delay}
+		// Bounded: the duplicate-window horizon counts at most this.
+		return outcome{kind: outcomeRetry, delay: min(delay, p.RetryAfterBound())}
 	}
 	return outcome{kind: outcomeRetry, delay: p.RetryDelay(numDelivered)}
 }

@@ -31,6 +31,11 @@ func TestDecide(t *testing.T) {
 		{name: "failure on last delivery dead-letters", err: fail, delivered: 4, want: outcome{kind: outcomeDeadLetter}},
 		{name: "retry-after takes the handler's delay", err: jetfn.RetryAfter(fail, 42*time.Millisecond), delivered: 1, want: outcome{kind: outcomeRetry, delay: 42 * time.Millisecond}},
 		{name: "retry-after on last delivery dead-letters", err: jetfn.RetryAfter(fail, time.Second), delivered: 4, want: outcome{kind: outcomeDeadLetter}},
+		{name: "retry-after past the bound (ackWait, the largest) is clamped to it", err: jetfn.RetryAfter(fail, 10*time.Hour),
+			delivered: 1, want: outcome{kind: outcomeRetry, delay: 30 * time.Second}},
+		{name: "retry-after past maxRetryAfter is clamped to it", err: jetfn.RetryAfter(fail, 10*time.Hour), delivered: 1,
+			policy: manifest.FunctionSpec{MaxDeliver: 4, AckWait: 6 * time.Second, MaxRetryAfter: time.Minute},
+			want:   outcome{kind: outcomeRetry, delay: time.Minute}},
 		{name: "no backoff waits ackWait", err: fail, delivered: 1, policy: manifest.FunctionSpec{MaxDeliver: 4, AckWait: 6 * time.Second},
 			want: outcome{kind: outcomeRetry, delay: 6 * time.Second}},
 	}
@@ -77,7 +82,12 @@ func TestRefuseUnsafe(t *testing.T) {
 		{name: "within limits", msg: jetfn.Msg{Data: []byte("12345"), Header: map[string][]string{"Nats-Msg-Id": {"a:b"}}}, maxLen: 5},
 		{name: "payload too large", msg: jetfn.Msg{Data: []byte("123456")}, maxLen: 5, want: "payload of 6 bytes exceeds maxPayload 5"},
 		{name: "control character in message ID", msg: jetfn.Msg{Header: map[string][]string{"Nats-Msg-Id": {"a\x00b"}}}, maxLen: 5, want: "header Nats-Msg-Id holds a control character"},
-		{name: "tab in a header", msg: jetfn.Msg{Header: map[string][]string{"X-Trace": {"a\tb"}}}, maxLen: 5, want: "control character"},
+		// HTAB is legal in a header value (RFC 9110 field-value), and the log
+		// handlers quote it; it is no reason to dead-letter a valid message.
+		{name: "tab in a header value", msg: jetfn.Msg{Header: map[string][]string{"X-Trace": {"a\tb"}}}, maxLen: 5},
+		{name: "tab in a header name", msg: jetfn.Msg{Header: map[string][]string{"X\tTrace": {"ab"}}}, maxLen: 5, want: "header name"},
+		{name: "newline in a header value", msg: jetfn.Msg{Header: map[string][]string{"X-Trace": {"a\nb"}}}, maxLen: 5, want: "control character"},
+		{name: "DEL in a header value", msg: jetfn.Msg{Header: map[string][]string{"X-Trace": {"a\x7fb"}}}, maxLen: 5, want: "control character"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -108,7 +108,7 @@ func (p *puller) ask(ctx context.Context, n int) {
 func (p *puller) receive(m *nats.Msg) {
 	now := monoNow() // one clock read a message: it also starts the delivery's beat clock
 	p.lastHeard.Store(now)
-	if len(m.Data) == 0 && m.Header.Get("Status") != "" {
+	if isPullStatus(m) {
 		p.status(m)
 		return
 	}
@@ -128,6 +128,15 @@ func (p *puller) receive(m *nats.Msg) {
 		p.b.unsettled.remove(d)
 		p.credits.release(1)
 	}
+}
+
+// isPullStatus tells the server's status replies to a pull request from
+// the messages it delivers. Both can have an empty body and a Status
+// header (a publisher may store one: nats.go's own Consume reads such a
+// message as a status), but only a delivered message has a reply subject,
+// its $JS.ACK one; a status has none.
+func isPullStatus(m *nats.Msg) bool {
+	return m.Reply == "" && len(m.Data) == 0 && m.Header.Get("Status") != ""
 }
 
 // queuedBehind is how many messages wait in the subscription's queue

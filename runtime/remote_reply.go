@@ -47,12 +47,13 @@ type replyOutput struct {
 }
 
 // readReply maps a reply to the outputs to publish, or to the error that
-// settles the delivery: a micro error reply by its code (replyError), a
-// body that breaks the contract as Malformed, since asking the remote
-// again gives the same answer. The whole reply is checked before anything
-// is published, so a bad third output publishes nothing.
-func readReply(reply *nats.Msg, subject string, declared []string) ([]remoteOutput, error) {
-	if err := replyError(reply, subject); err != nil {
+// settles the delivery: a micro error reply by its code (replyError, which
+// clamps a Retry-After to maxRetryAfter), a body that breaks the contract
+// as Malformed, since asking the remote again gives the same answer. The
+// whole reply is checked before anything is published, so a bad third
+// output publishes nothing.
+func readReply(reply *nats.Msg, subject string, declared []string, maxRetryAfter time.Duration) ([]remoteOutput, error) {
+	if err := replyError(reply, subject, maxRetryAfter); err != nil {
 		return nil, err
 	}
 	if len(reply.Data) == 0 {
@@ -67,9 +68,9 @@ func readReply(reply *nats.Msg, subject string, declared []string) ([]remoteOutp
 
 // replyError is nil for a reply without Nats-Service-Error-Code. Otherwise:
 // 400-499 except 408 and 429 is permanent (dead letter with the
-// description); 429 and 503 with a Retry-After wait that long; anything
-// else is a failure retried on the backoff.
-func replyError(reply *nats.Msg, subject string) error {
+// description); 429 and 503 with a Retry-After wait that long, at most
+// maxRetryAfter; anything else is a failure retried on the backoff.
+func replyError(reply *nats.Msg, subject string, maxRetryAfter time.Duration) error {
 	code := reply.Header.Get(micro.ErrorCodeHeader)
 	if code == "" {
 		return nil
@@ -81,31 +82,41 @@ func replyError(reply *nats.Msg, subject string) error {
 	}
 	switch {
 	case n == 429 || n == 503:
-		raw := reply.Header.Get(HeaderRetryAfter)
-		if raw == "" {
-			return err
-		}
-		d, ok := parseRetryAfter(raw)
-		if !ok {
-			return fmt.Errorf("%w (Retry-After %q is not a number of seconds; the backoff applies)", err, raw)
-		}
-		return jetfn.RetryAfter(err, d)
+		return retryAfter(err, reply.Header.Get(HeaderRetryAfter), maxRetryAfter)
 	case n >= 400 && n <= 499 && n != 408:
 		return jetfn.Permanent(err)
 	}
 	return err
 }
 
-// maxRetryAfter keeps a Retry-After inside what a time.Duration holds.
-const maxRetryAfter = 1e9 // seconds, about 31 years
+// retryAfter is err with the delay a Retry-After header asks for: none
+// (the backoff applies) without a readable one, and at most maxRetryAfter,
+// which the duplicate-window horizon counts; a clamp is said in the error,
+// so the log line and a dead letter's reason show it.
+func retryAfter(err error, raw string, maxRetryAfter time.Duration) error {
+	if raw == "" {
+		return err
+	}
+	secs, ok := parseRetryAfter(raw)
+	if !ok {
+		return fmt.Errorf("%w (Retry-After %q is not a number of seconds; the backoff applies)", err, raw)
+	}
+	if secs > maxRetryAfter.Seconds() {
+		return jetfn.RetryAfter(fmt.Errorf("%w (Retry-After %s s clamped to maxRetryAfter %s)", err, strings.TrimSpace(raw),
+			maxRetryAfter), maxRetryAfter)
+	}
+	return jetfn.RetryAfter(err, time.Duration(secs*float64(time.Second)))
+}
 
-// parseRetryAfter reads a whole or decimal number of seconds.
-func parseRetryAfter(raw string) (time.Duration, bool) {
+// parseRetryAfter reads a whole or decimal number of seconds. One too large
+// for a float64 reads as +Inf, which the caller clamps like any delay past
+// its bound.
+func parseRetryAfter(raw string) (float64, bool) {
 	secs, err := strconv.ParseFloat(strings.TrimSpace(raw), 64)
-	if err != nil || math.IsNaN(secs) || secs < 0 || secs > maxRetryAfter {
+	if err != nil && !errors.Is(err, strconv.ErrRange) || math.IsNaN(secs) || secs < 0 {
 		return 0, false
 	}
-	return time.Duration(secs * float64(time.Second)), true
+	return secs, true
 }
 
 // errNotReplyJSON is a success reply whose body is not an object with an

@@ -63,34 +63,43 @@ func TestDecodeOutputs(t *testing.T) {
 	}
 }
 
-// TestReplyError maps each error code to the outcome the contract gives it.
+// TestReplyError maps each error code to the outcome the contract gives it;
+// a Retry-After past the function's bound (30s here) is clamped to it, and
+// the error says so.
 func TestReplyError(t *testing.T) {
+	const bound = 30 * time.Second
 	tests := []struct {
-		code, retryAfter string
-		wantPermanent    bool
-		wantDelay        time.Duration // 0: the backoff
+		name, code, retryAfter string
+		wantPermanent          bool
+		wantDelay              time.Duration // 0: the backoff
+		wantText               string        // beside "remote r.s replied <code>: why"
 	}{
-		{code: "400", wantPermanent: true},
-		{code: "499", wantPermanent: true},
-		{code: "408"},
-		{code: "429"},
-		{code: "429", retryAfter: "2", wantDelay: 2 * time.Second},
-		{code: "503", retryAfter: "0.25", wantDelay: 250 * time.Millisecond},
-		{code: "503", retryAfter: "-1"},
-		{code: "503", retryAfter: "NaN"},
-		{code: "500", retryAfter: "2"},
-		{code: "500"},
-		{code: "teapot"},
+		{name: "400 is permanent", code: "400", wantPermanent: true},
+		{name: "499 is permanent", code: "499", wantPermanent: true},
+		{name: "408 takes the backoff", code: "408"},
+		{name: "429 without Retry-After takes the backoff", code: "429"},
+		{name: "429 waits its Retry-After", code: "429", retryAfter: "2", wantDelay: 2 * time.Second},
+		{name: "503 waits a decimal Retry-After", code: "503", retryAfter: "0.25", wantDelay: 250 * time.Millisecond},
+		{name: "a Retry-After at the bound is kept", code: "503", retryAfter: "30", wantDelay: bound},
+		{name: "a larger Retry-After is clamped", code: "503", retryAfter: "1000000000", wantDelay: bound,
+			wantText: "(Retry-After 1000000000 s clamped to maxRetryAfter 30s)"},
+		{name: "one past a float64 is clamped", code: "429", retryAfter: "1e400", wantDelay: bound, wantText: "clamped"},
+		{name: "a negative Retry-After takes the backoff", code: "503", retryAfter: "-1", wantText: "not a number of seconds"},
+		{name: "NaN takes the backoff", code: "503", retryAfter: "NaN", wantText: "not a number of seconds"},
+		{name: "500 ignores Retry-After", code: "500", retryAfter: "2"},
+		{name: "500 takes the backoff", code: "500"},
+		{name: "a code that is not a number takes the backoff", code: "teapot"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.code+" "+tt.retryAfter, func(t *testing.T) {
+		t.Run(tt.name, func(t *testing.T) {
 			reply := &nats.Msg{Header: nats.Header{"Nats-Service-Error-Code": {tt.code}, "Nats-Service-Error": {"why"}}}
 			if tt.retryAfter != "" {
 				reply.Header.Set(HeaderRetryAfter, tt.retryAfter)
 			}
-			err := replyError(reply, "r.s")
-			if err == nil || !strings.Contains(err.Error(), "remote r.s replied "+tt.code+": why") {
-				t.Fatalf("err = %v", err)
+			err := replyError(reply, "r.s", bound)
+			if err == nil || !strings.Contains(err.Error(), "remote r.s replied "+tt.code+": why") ||
+				!strings.Contains(err.Error(), tt.wantText) {
+				t.Fatalf("err = %v, want it to name the reply and %q", err, tt.wantText)
 			}
 			if got := errors.Is(err, jetfn.ErrPermanent); got != tt.wantPermanent {
 				t.Errorf("permanent = %v, want %v", got, tt.wantPermanent)
@@ -101,7 +110,7 @@ func TestReplyError(t *testing.T) {
 			}
 		})
 	}
-	if err := replyError(&nats.Msg{}, "r.s"); err != nil {
+	if err := replyError(&nats.Msg{}, "r.s", bound); err != nil {
 		t.Errorf("a reply without an error code: %v", err)
 	}
 }

@@ -268,7 +268,7 @@ func (r *Runtime) prepare(spec manifest.FunctionSpec, m *manifest.Manifest) (*bi
 	var handler jetfn.Handler
 	var remote *remoteState
 	if spec.IsRemote() {
-		h := newRemoteHandler(r.nc, spec, deps.Publisher)
+		h := newRemoteHandler(r.nc, spec, deps)
 		handler, remote = h, h.state
 	} else {
 		var err error

@@ -7,16 +7,23 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/jetfn/jetfn/internal/discovery"
 	"github.com/jetfn/jetfn/manifest"
 )
 
+// streamLookupTimeout bounds asking the server which streams store a
+// remote subject; a user without the right to ask gets no answer at all.
+const streamLookupTimeout = 5 * time.Second
+
 // checkRemotes looks up every remote function's endpoint by micro
 // discovery on server and prints, for each, the services that serve it,
 // or a problem at the function's remote.subject line when none answers:
 // its messages would be retried and dead-lettered, and /readyz would fail.
+// It also refuses a remote subject that a stream outside the manifest
+// stores (the manifest's own streams are checked without a server).
 func checkRemotes(ctx context.Context, m *manifest.Manifest, server string, cfg Config, window time.Duration, out, errOut io.Writer) error {
 	if len(m.RemoteSubjects()) == 0 {
 		return nil
@@ -30,11 +37,16 @@ func checkRemotes(ctx context.Context, m *manifest.Manifest, server string, cfg 
 	if err != nil {
 		return fmt.Errorf("asking %s for its micro services: %w", redactURLs(server), err)
 	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
 	problems := 0
 	for i, f := range m.Functions {
 		if !f.IsRemote() {
 			continue
 		}
+		problems += checkStoredBy(ctx, js, m, i, out)
 		serving := discovery.Serving(infos, f.Remote.Subject)
 		if len(serving) == 0 {
 			problems++
@@ -50,6 +62,45 @@ func checkRemotes(ctx context.Context, m *manifest.Manifest, server string, cfg 
 		return errCheckFailed
 	}
 	return nil
+}
+
+// checkStoredBy prints a problem at the remote.subject line of the i-th
+// function for each stream outside the manifest that stores its remote
+// subject, and returns how many it printed. JetStream would store every
+// request and answer it with a PubAck: jetfn skips that and waits for the
+// remote's reply, but the stream keeps a copy of every request. A lookup
+// the server does not answer is a warning, so a user without the right to
+// list streams can still check.
+func checkStoredBy(ctx context.Context, js jetstream.JetStream, m *manifest.Manifest, i int, out io.Writer) int {
+	subject := m.Functions[i].Remote.Subject
+	streams, err := storingStreams(ctx, js, m, subject)
+	if err != nil {
+		fmt.Fprintf(out, "warning: %s: could not ask which streams store remote subject %s: %v\n", m.Functions[i].Name, subject, err)
+		return 0
+	}
+	for _, s := range streams {
+		fmt.Fprintln(out, m.FunctionProblem(i, "remote.subject", fmt.Errorf(
+			"stream %s (not in the manifest) stores %s: JetStream would store every request and answer it with a "+
+				"PubAck; jetfn waits past it for the remote's reply, but the stream keeps a copy of every request. "+
+				"Remove the subject from stream %s", s, subject, s)))
+	}
+	return len(streams)
+}
+
+// storingStreams lists the streams on the server, other than the
+// manifest's own (jetfn sets their subjects to the manifest's), whose
+// subjects collide with subject.
+func storingStreams(ctx context.Context, js jetstream.JetStream, m *manifest.Manifest, subject string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, streamLookupTimeout)
+	defer cancel()
+	names := js.StreamNames(ctx, jetstream.WithStreamListSubject(subject))
+	var out []string
+	for name := range names.Name() {
+		if _, declared := m.Stream(name); !declared {
+			out = append(out, name)
+		}
+	}
+	return out, names.Err()
 }
 
 // describeServices is "greeter 1.0.0 (2 instances)", per name and version.
