@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -74,24 +75,26 @@ func TestDeadLetterDuplicateChecked(t *testing.T) {
 	impostor := newDeadLetter("fn", other, errors.New("refused"))
 	tests := []struct {
 		name   string
-		stored *nats.Msg // what DEADLETTER already holds under dl's ID
-		remove bool      // deleted after it was stored, as a replay does
+		stored func(subject string) *nats.Msg // what the stream already holds under dl's ID
+		remove bool                           // deleted after it was stored, as a replay does
 		want   error
 	}{
 		{name: "nothing stored before", want: nil},
-		{name: "the same message's dead letter", stored: dl.natsMsg("deadletter.fn"), want: nil},
-		{name: "another message under the same ID", stored: withMsgID(impostor.natsMsg("deadletter.fn"), dl.msgID()), want: ErrDeadLetterIDTaken},
-		{name: "the same message's, replayed and deleted since", stored: dl.natsMsg("deadletter.fn"), remove: true, want: nil},
+		{name: "the same message's dead letter", stored: dl.natsMsg, want: nil},
+		{name: "another message under the same ID", want: ErrDeadLetterIDTaken,
+			stored: func(subject string) *nats.Msg { return withMsgID(impostor.natsMsg(subject), dl.msgID()) }},
+		{name: "the same message's, replayed and deleted since", stored: dl.natsMsg, remove: true, want: nil},
 	}
-	for _, tt := range tests {
+	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_ = env.js.DeleteStream(ctx, "DEADLETTER") // a fresh duplicate memory for each case
-			stream, err := env.js.CreateStream(ctx, jetstream.StreamConfig{Name: "DEADLETTER", Subjects: []string{"deadletter.>"}})
+			// A stream of its own per case: a fresh duplicate memory.
+			name, subject := fmt.Sprintf("DL%d", i), fmt.Sprintf("dl%d.fn", i)
+			stream, err := env.js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{subject}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if tt.stored != nil {
-				ack, err := env.js.PublishMsg(ctx, tt.stored)
+				ack, err := env.js.PublishMsg(ctx, tt.stored(subject))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -101,7 +104,7 @@ func TestDeadLetterDuplicateChecked(t *testing.T) {
 					}
 				}
 			}
-			if err := publishDeadLetter(ctx, env.js, "deadletter.fn", dl); !errors.Is(err, tt.want) || (tt.want == nil) != (err == nil) {
+			if err := publishDeadLetter(ctx, env.js, subject, dl); !errors.Is(err, tt.want) || (tt.want == nil) != (err == nil) {
 				t.Errorf("publishDeadLetter = %v, want %v", err, tt.want)
 			}
 		})
