@@ -7,9 +7,11 @@ package deploy
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -96,10 +98,19 @@ func Load(ctx context.Context, js jetstream.JetStream, deployment string) (Revis
 	return Revision{Number: e.Revision(), Raw: e.Value()}, nil
 }
 
-// Rollback stores the revision before the current one as the newest, so
-// every instance following the deployment applies it.
+// ErrChangedMeanwhile is a rollback that lost a race: the deployment got
+// a new revision between reading its history and storing the rollback.
+var ErrChangedMeanwhile = errors.New("the deployment changed while rolling back; look at its revisions and try again")
+
+// Rollback stores, as the newest revision, the manifest of the revision
+// before the current one, so every instance following the deployment
+// applies it. The current revision counts as the one it restored when it
+// is itself a rollback, so a second rollback goes on back instead of
+// undoing the first. The store is a compare-and-set on the current
+// revision: of two rollbacks at once, one stores and the other returns
+// ErrChangedMeanwhile.
 func Rollback(ctx context.Context, js jetstream.JetStream, deployment string) (from, to Revision, err error) {
-	kv, err := bucket(ctx, js)
+	kv, err := open(ctx, js)
 	if err != nil {
 		return from, to, err
 	}
@@ -107,26 +118,106 @@ func Rollback(ctx context.Context, js jetstream.JetStream, deployment string) (f
 	if err != nil {
 		return from, to, fmt.Errorf("reading the history of %s: %w", deployment, err)
 	}
-	var puts []jetstream.KeyValueEntry
-	for _, e := range history {
-		if e.Operation() == jetstream.KeyValuePut {
-			puts = append(puts, e)
-		}
+	restored, err := readRestored(ctx, kv, deployment)
+	if err != nil {
+		return from, to, err
 	}
-	if len(puts) < 2 {
+	cur, target, ok := rollbackTarget(puts(history), restored)
+	if !ok {
 		return from, to, ErrNoPrevious
 	}
-	cur, prev := puts[len(puts)-1], puts[len(puts)-2]
-	rev, err := kv.Put(ctx, deployment, prev.Value())
-	if err != nil {
-		return from, to, fmt.Errorf("restoring revision %d: %w", prev.Revision(), err)
+	rev, err := kv.Update(ctx, deployment, target.Value(), cur.Revision())
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return from, to, ErrChangedMeanwhile
 	}
-	return Revision{Number: cur.Revision(), Raw: cur.Value()}, Revision{Number: rev, Raw: prev.Value()}, nil
+	if err != nil {
+		return from, to, fmt.Errorf("restoring revision %d: %w", target.Revision(), err)
+	}
+	restored[rev] = target.Revision()
+	if err := writeRestored(ctx, kv, deployment, restored, history[0].Revision()); err != nil {
+		return from, to, err
+	}
+	return Revision{Number: cur.Revision(), Raw: cur.Value()}, Revision{Number: rev, Raw: target.Value()}, nil
+}
+
+func puts(history []jetstream.KeyValueEntry) []jetstream.KeyValueEntry {
+	var out []jetstream.KeyValueEntry
+	for _, e := range history {
+		if e.Operation() == jetstream.KeyValuePut {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// rollbackTarget is the current revision and the one a rollback restores:
+// the revision before the current one, where a rollback counts as the
+// revision it restored (restored maps a rollback's revision to it).
+func rollbackTarget(puts []jetstream.KeyValueEntry, restored map[uint64]uint64) (cur, target jetstream.KeyValueEntry, ok bool) {
+	if len(puts) == 0 {
+		return nil, nil, false
+	}
+	cur = puts[len(puts)-1]
+	origin := cur.Revision()
+	for {
+		r, isRollback := restored[origin]
+		if !isRollback {
+			break
+		}
+		origin = r
+	}
+	for i := len(puts) - 1; i > 0; i-- {
+		if puts[i].Revision() <= origin {
+			return cur, puts[i-1], true
+		}
+	}
+	return cur, nil, false
+}
+
+// restoredKey holds, per deployment, which revision each of its rollbacks
+// restored; instances never read it (they watch the deployment's own key).
+func restoredKey(deployment string) string { return "_rollbacks." + deployment }
+
+func readRestored(ctx context.Context, kv jetstream.KeyValue, deployment string) (map[uint64]uint64, error) {
+	restored := map[uint64]uint64{}
+	e, err := kv.Get(ctx, restoredKey(deployment))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return restored, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the rollbacks of %s: %w", deployment, err)
+	}
+	if err := json.Unmarshal(e.Value(), &restored); err != nil {
+		return nil, fmt.Errorf("reading the rollbacks of %s: %w", deployment, err)
+	}
+	return restored, nil
+}
+
+// writeRestored stores the rollbacks still in the history (from oldest).
+func writeRestored(ctx context.Context, kv jetstream.KeyValue, deployment string, restored map[uint64]uint64, oldest uint64) error {
+	for rev := range restored {
+		if rev < oldest {
+			delete(restored, rev)
+		}
+	}
+	raw, err := json.Marshal(restored)
+	if err == nil {
+		_, err = kv.Put(ctx, restoredKey(deployment), raw)
+	}
+	if err != nil {
+		return fmt.Errorf("recording the rollback of %s: %w", deployment, err)
+	}
+	return nil
 }
 
 // Follow applies every revision of the deployment newer than `after` to rt
 // until ctx is done. A revision rt refuses is logged (and shown in rt's
-// status); rt keeps running the previous one.
+// status); rt keeps running the previous one. A refusal that may pass
+// (runtime.ErrRevisionInvalid not among its causes: an API timeout, an
+// outage, a consumer not created yet) is tried again, with a backoff of
+// retryFirst doubling to retryMax, until the revision applies or a newer
+// one arrives: an instance left on an old revision diverges from the
+// others.
 func Follow(ctx context.Context, js jetstream.JetStream, deployment string, after uint64, rt *runtime.Runtime, log *slog.Logger) error {
 	kv, err := open(ctx, js)
 	if err != nil {
@@ -137,10 +228,14 @@ func Follow(ctx context.Context, js jetstream.JetStream, deployment string, afte
 		return fmt.Errorf("watching deployment %s: %w", deployment, err)
 	}
 	defer func() { _ = w.Stop() }()
+	f := follower{rt: rt, log: log}
+	defer f.stopRetry()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-f.retryC():
+			f.apply(ctx)
 		case e, ok := <-w.Updates():
 			if !ok {
 				return nil
@@ -149,15 +244,63 @@ func Follow(ctx context.Context, js jetstream.JetStream, deployment string, afte
 				continue
 			}
 			after = e.Revision()
-			apply(ctx, rt, Revision{Number: e.Revision(), Raw: e.Value()}, log)
+			f.pending, f.delay = &Revision{Number: e.Revision(), Raw: e.Value()}, 0
+			f.apply(ctx)
 		}
 	}
 }
 
-func apply(ctx context.Context, rt *runtime.Runtime, rev Revision, log *slog.Logger) {
-	if err := rt.ApplyYAML(ctx, rev.Raw); err != nil {
-		log.Error("refused deployment revision", "revision", rev.Number, "err", err)
+// Backoff of a revision refused for a reason that may pass.
+const (
+	retryFirst = time.Second
+	retryMax   = 30 * time.Second
+)
+
+// follower applies the newest revision, and retries it while its refusal
+// may pass.
+type follower struct {
+	rt      *runtime.Runtime
+	log     *slog.Logger
+	pending *Revision
+	delay   time.Duration
+	retry   *time.Timer
+}
+
+func (f *follower) retryC() <-chan time.Time {
+	if f.retry == nil {
+		return nil
+	}
+	return f.retry.C
+}
+
+func (f *follower) stopRetry() {
+	if f.retry != nil {
+		f.retry.Stop()
+		f.retry = nil
+	}
+}
+
+// apply applies the pending revision; a refusal that may pass schedules
+// the next try.
+func (f *follower) apply(ctx context.Context) {
+	f.stopRetry()
+	rev := f.pending
+	if rev == nil {
 		return
 	}
-	log.Info("applied deployment revision", "revision", rev.Number, "manifest_digest", rt.Manifest().Digest)
+	err := f.rt.ApplyYAML(ctx, rev.Raw)
+	if err == nil {
+		f.rt.SetRevision(rev.Number)
+		f.pending = nil
+		f.log.Info("applied deployment revision", "revision", rev.Number, "manifest_digest", f.rt.Manifest().Digest)
+		return
+	}
+	if errors.Is(err, runtime.ErrRevisionInvalid) || ctx.Err() != nil {
+		f.pending = nil
+		f.log.Error("refused deployment revision", "revision", rev.Number, "err", err)
+		return
+	}
+	f.delay = min(max(2*f.delay, retryFirst), retryMax)
+	f.retry = time.NewTimer(f.delay)
+	f.log.Warn("refused deployment revision; trying it again", "revision", rev.Number, "in", f.delay, "err", err)
 }

@@ -103,9 +103,25 @@ func (m *Manifest) Horizons() []Horizon {
 // CheckDuplicateWindows returns an ErrShortWindow error for every output
 // stream whose duplicate window is shorter than twice the horizon of a
 // function that publishes to it, each a *Problem at the stream's
-// duplicates.
+// duplicates; nil when the manifest says allowShortWindow.
 func (m *Manifest) CheckDuplicateWindows() error {
+	if m.AllowShortWindow {
+		return nil
+	}
 	return errors.Join(m.shortWindows()...)
+}
+
+// ShortWindowsAccepted lists, as warnings, the short windows a manifest's
+// allowShortWindow accepts.
+func (m *Manifest) ShortWindowsAccepted() []string {
+	if !m.AllowShortWindow {
+		return nil
+	}
+	var out []string
+	for _, err := range m.shortWindows() {
+		out = append(out, "accepted by allowShortWindow: "+err.Error())
+	}
+	return out
 }
 
 func (m *Manifest) shortWindows() []error {

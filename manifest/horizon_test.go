@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"errors"
+	"github.com/jetfn/jetfn"
 	"strings"
 	"testing"
 	"time"
@@ -172,5 +173,23 @@ func TestOutputChecks(t *testing.T) {
 				t.Fatalf("err = %v, want it to contain %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestAllowShortWindowKey: the manifest's allowShortWindow accepts the
+// field report's 2-minute window for every instance that runs it, and
+// check reports it as a warning.
+func TestAllowShortWindowKey(t *testing.T) {
+	raw := []byte("allowShortWindow: true\n" + fieldReport("2m"))
+	m, err := Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.CheckDuplicateWindows(); err != nil {
+		t.Fatalf("CheckDuplicateWindows = %v, want the window accepted", err)
+	}
+	_, report := Inspect("", raw, []jetfn.Function{{Name: "summarize-session"}})
+	if len(report.ShortWindows) != 0 || len(report.Warnings) != 1 || !strings.Contains(report.Warnings[0], "accepted by allowShortWindow") {
+		t.Fatalf("report %+v, want the short window as one warning", report)
 	}
 }

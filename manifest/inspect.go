@@ -41,7 +41,10 @@ func Inspect(file string, raw []byte, functions []jetfn.Function) (*Manifest, Re
 	slices.Sort(names)
 	errs = append(errs, m.validate(names)...)
 	errs = append(errs, m.checkConfigs(functions)...)
-	r := Report{Problems: asProblems(errs), ShortWindows: asProblems(m.shortWindows()), Warnings: m.OutputStreamWarnings()}
+	r := Report{Problems: asProblems(errs), Warnings: append(m.OutputStreamWarnings(), m.ShortWindowsAccepted()...)}
+	if !m.AllowShortWindow {
+		r.ShortWindows = asProblems(m.shortWindows())
+	}
 	sortProblems(r.Problems)
 	return m, r
 }

@@ -24,6 +24,12 @@ type Manifest struct {
 	DeadLetter DeadLetterSpec `yaml:"deadLetter"`
 	Streams    []StreamSpec   `yaml:"streams"`
 	Functions  []FunctionSpec `yaml:"functions"`
+	// AllowShortWindow accepts duplicate windows shorter than twice the
+	// redelivery horizon, as --allow-short-window does, for every instance
+	// that runs this manifest: a deployment's revision is applied by
+	// instances each with its own flags, and one started without the flag
+	// would refuse it.
+	AllowShortWindow bool `yaml:"allowShortWindow"`
 
 	// Digest identifies the manifest's bytes; it is published in every
 	// function's micro metadata so operators can tell which revision runs.

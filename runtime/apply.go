@@ -15,6 +15,28 @@ import (
 // runtime will not run: it keeps running the previous one.
 var ErrRefusedManifest = errors.New("manifest refused; the previous one keeps running")
 
+// ErrRevisionInvalid marks a refusal that applying the same revision again
+// cannot mend: the manifest is invalid, a config check or constructor
+// failed, or the server refuses a change it makes. Any other refusal (an
+// API timeout, an outage, a consumer an administrator has yet to create)
+// may pass on a later try.
+var ErrRevisionInvalid = errors.New("the revision itself is refused")
+
+// invalidRevision marks err as ErrRevisionInvalid without changing its text.
+type invalidRevision struct{ error }
+
+func (e invalidRevision) Unwrap() error        { return e.error }
+func (e invalidRevision) Is(target error) bool { return target == ErrRevisionInvalid }
+
+// classify marks err as ErrRevisionInvalid when the server refused the
+// change itself.
+func classify(err error) error {
+	if errors.Is(err, ErrServerRefused) {
+		return invalidRevision{err}
+	}
+	return err
+}
+
 // Apply switches a running runtime (after Ready) to manifest m without a
 // restart: it updates the streams, binds added functions, re-creates the
 // binding of each changed function (the new binding starts, then the old
@@ -45,13 +67,14 @@ func (r *Runtime) ApplyYAML(ctx context.Context, raw []byte) error {
 	if err != nil {
 		r.applying.Lock()
 		defer r.applying.Unlock()
-		return r.refuse(m, err)
+		return r.refuse(m, invalidRevision{err})
 	}
 	return r.Apply(ctx, m)
 }
 
 // refuse records why a manifest was refused; the caller holds applying.
 func (r *Runtime) refuse(m *manifest.Manifest, err error) error {
+	r.tightenForRefused(m)
 	note := err.Error()
 	r.refusal.Store(&note)
 	digest := ""
@@ -62,12 +85,27 @@ func (r *Runtime) refuse(m *manifest.Manifest, err error) error {
 	return fmt.Errorf("%w: %w", ErrRefusedManifest, err)
 }
 
+// tightenForRefused lowers the heartbeat of each running function to the
+// refused revision's, where that is lower: other instances may apply the
+// revision, and with it a lower ackWait on the shared consumer, and this
+// instance's long handlers must not be redelivered while they run.
+func (r *Runtime) tightenForRefused(m *manifest.Manifest) {
+	if m == nil {
+		return
+	}
+	for _, f := range m.Functions {
+		if a := r.find(f.Name); a != nil && f.Heartbeat > 0 {
+			a.b.tightenHeartbeat(min(f.Heartbeat, f.AckWait/2))
+		}
+	}
+}
+
 func (r *Runtime) apply(ctx context.Context, m *manifest.Manifest) error {
 	if r.stopped {
 		return errors.New("the runtime is shutting down")
 	}
 	if err := r.check(m); err != nil {
-		return err
+		return invalidRevision{err}
 	}
 	old := r.currentManifest()
 	plan := manifest.PlanChange(old, m)
@@ -75,23 +113,24 @@ func (r *Runtime) apply(ctx context.Context, m *manifest.Manifest) error {
 	// and what the server would refuse.
 	next, err := r.prepareAll(m, plan.Touched(m))
 	if err != nil {
-		return err
+		return invalidRevision{err}
 	}
 	if err := r.serverRefusals(ctx, m); err != nil {
-		return err
+		return classify(err)
 	}
 	if err := r.provisionStreams(ctx, m); err != nil {
-		return err
+		return classify(err)
 	}
 	started, err := r.startAll(ctx, next, m)
 	if err != nil {
-		r.rollBack(ctx, started, old)
-		return err
+		r.rollBack(started)
+		return classify(err)
 	}
 	r.retire(ctx, old, plan, started)
 	r.mu.Lock()
 	r.manifest = m
 	r.mu.Unlock()
+	r.deployed.setDigest(m.Digest)
 	r.opts.log.Info("applied manifest revision", "manifest_digest", m.Digest, "plan", plan.String())
 	return nil
 }
@@ -161,35 +200,15 @@ func (r *Runtime) startAll(ctx context.Context, next []*binding, m *manifest.Man
 	return started, nil
 }
 
-// rollBack stops the bindings an Apply started and puts their consumers
-// back as the running manifest has them, so a refused revision leaves
-// every function as it was. Stream updates already made stay: they are
-// in place and keep every message.
-func (r *Runtime) rollBack(ctx context.Context, started []*active, old *manifest.Manifest) {
+// rollBack stops the bindings an Apply started, so a refused revision
+// leaves every function running as it was. The consumers it updated keep
+// the revision's settings: the revision stays the deployment's current
+// one, another instance may have applied it, and this one retries it
+// (deploy.Follow); the running bindings' heartbeats follow the consumers'
+// ackWait (tightenForRefused, and the consumer watch). Stream updates
+// already made stay too: they are in place and keep every message.
+func (r *Runtime) rollBack(started []*active) {
 	stopConcurrently(started)
-	if r.opts.noProvision {
-		return
-	}
-	for _, a := range started {
-		// An added function's new consumer stays, unbound, like a removed
-		// one's without --prune.
-		spec, ok := old.Function(a.b.spec.Name)
-		if !ok {
-			continue
-		}
-		if err := r.restoreConsumer(ctx, spec, old); err != nil {
-			r.opts.log.Error("restoring a consumer after a refused revision", "function", spec.Name, "err", err)
-		}
-	}
-}
-
-func (r *Runtime) restoreConsumer(ctx context.Context, spec manifest.FunctionSpec, old *manifest.Manifest) error {
-	stream, err := r.js.Stream(ctx, spec.Stream)
-	if err != nil {
-		return err
-	}
-	_, err = ensureConsumer(ctx, stream, spec, old.Digest, nil, r.positions)
-	return err
 }
 
 // retire takes out of service, all at once, the functions the new manifest

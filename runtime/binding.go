@@ -41,6 +41,8 @@ type binding struct {
 	observe func(function string, d time.Duration)
 	// refusal is the runtime's note of the last manifest it refused.
 	refusal *atomic.Pointer[string]
+	// deployed is the manifest and revision the runtime runs now.
+	deployed *deployed
 	// remote is a remote function's view of its endpoint's responders
 	// (remotewatch.go); nil for a compiled-in function.
 	remote *remoteState
@@ -130,6 +132,16 @@ func (b *binding) tightenHeartbeat(hb time.Duration) {
 		if int64(hb) >= cur || b.heartbeat.CompareAndSwap(cur, int64(hb)) {
 			return
 		}
+	}
+}
+
+// followServerAckWait tightens the heartbeat to a third of the consumer's
+// ackWait on the server when that is below the manifest's: another
+// instance, or an administrator, lowered it, and a long handler of this
+// one must still be kept alive.
+func (b *binding) followServerAckWait(w time.Duration) {
+	if w > 0 && w < b.spec.AckWait {
+		b.tightenHeartbeat(w / 3)
 	}
 }
 

@@ -59,6 +59,9 @@ type consumerHandle struct {
 	// quiet is set for a backfill consumer, which the instance that
 	// finishes it deletes: missing is its end, not a fault.
 	quiet bool
+	// onAckWait, when set, hears the server's ackWait at every look: an
+	// instance on another revision may have lowered it.
+	onAckWait func(time.Duration)
 }
 
 func newConsumerHandle(js jetstream.JetStream, spec manifest.FunctionSpec, stream manifest.StreamSpec, digest string, provision bool,
@@ -147,6 +150,9 @@ func (h *consumerHandle) look(ctx context.Context) {
 	if err == nil {
 		h.ackFloor.Store(info.AckFloor.Stream)
 		h.record(infoCtx)
+		if h.onAckWait != nil {
+			h.onAckWait(info.Config.AckWait)
+		}
 		h.found()
 		return
 	}

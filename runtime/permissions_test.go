@@ -69,15 +69,6 @@ func TestProvisionPermissionsSufficient(t *testing.T) {
 	m := permsManifest(t)
 	p := startPermsCase(t, m, m.Permissions(manifest.PermissionOptions{Provision: true}), true)
 	runtimetest.Eventually(t, 20*time.Second, "outputs", func() bool { return p.outputs() == 2 })
-	if err := p.env.js.DeleteConsumer(context.Background(), "TEST", "fn"); err != nil {
-		t.Fatal(err)
-	}
-	runtimetest.Eventually(t, 20*time.Second, "the consumer recreated", func() bool {
-		_, err := p.env.js.Consumer(context.Background(), "TEST", "fn")
-		return err == nil
-	})
-	p.env.publish("test.in", "after")
-	runtimetest.Eventually(t, 20*time.Second, "the output after the recreation", func() bool { return p.outputs() == 3 })
 	// A filter change: test.other's stored message is handed over by a
 	// backfill consumer, after a reset of the main one.
 	p.env.publish("test.other", "other")
@@ -86,7 +77,16 @@ func TestProvisionPermissionsSufficient(t *testing.T) {
 	if err := p.rt.Apply(context.Background(), widened); err != nil {
 		t.Fatal(err)
 	}
-	runtimetest.Eventually(t, 20*time.Second, "the output of the handed-over message", func() bool { return p.outputs() == 4 })
+	runtimetest.Eventually(t, 20*time.Second, "the output of the handed-over message", func() bool { return p.outputs() == 3 })
+	if err := p.env.js.DeleteConsumer(context.Background(), "TEST", "fn"); err != nil {
+		t.Fatal(err)
+	}
+	runtimetest.Eventually(t, 20*time.Second, "the consumer recreated", func() bool {
+		_, err := p.env.js.Consumer(context.Background(), "TEST", "fn")
+		return err == nil
+	})
+	p.env.publish("test.in", "after")
+	runtimetest.Eventually(t, 20*time.Second, "the output after the recreation", func() bool { return p.outputs() == 4 })
 	if v := p.log.Violations(); len(v) > 0 {
 		t.Fatalf("permission violations with the --provision permissions: %v\n%s", v, p.log.String())
 	}

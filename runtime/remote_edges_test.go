@@ -58,6 +58,7 @@ func TestRemoteSubjectStoredByAStream(t *testing.T) {
 	}
 	remote := env.startRemote(func(req micro.Request, _ int) {
 		id := req.Headers().Get(HeaderRemoteMsgID)
+		time.Sleep(100 * time.Millisecond) // the remote's work: JetStream's PubAck comes first
 		_ = req.Respond([]byte(`{"outputs":[{"subject":"test.out","data":"done","key":"` + id + `"}]}`))
 	})
 	var log runtimetest.LogBuffer

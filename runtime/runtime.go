@@ -47,7 +47,34 @@ type Runtime struct {
 	// positions records consumers' ack floors (positions.go); opened by
 	// Run.
 	positions *positionStore
+	// deployed is the manifest digest and deployment revision running, for
+	// every function's status.
+	deployed deployed
 }
+
+// deployed is what an instance runs now: jetfn status shows it per
+// instance, so instances left on another revision are seen.
+type deployed struct {
+	revision atomic.Uint64
+	digest   atomic.Pointer[string]
+}
+
+func (d *deployed) setDigest(digest string) { d.digest.Store(&digest) }
+
+// fill writes the revision and digest into s.
+func (d *deployed) fill(s *Stats) {
+	if d == nil {
+		return
+	}
+	s.Revision = d.revision.Load()
+	if p := d.digest.Load(); p != nil {
+		s.ManifestDigest = *p
+	}
+}
+
+// SetRevision records which revision of a deployment the runtime runs
+// (jetfn run --deployment).
+func (r *Runtime) SetRevision(n uint64) { r.deployed.revision.Store(n) }
 
 type options struct {
 	log              *slog.Logger
@@ -169,8 +196,10 @@ func New(nc *nats.Conn, m *manifest.Manifest, functions []jetfn.Function, opts .
 	for _, f := range functions {
 		byName[f.Name] = f.New
 	}
-	return &Runtime{nc: nc, js: js, manifest: m, functions: byName, registry: functions, opts: o,
-		ready: make(chan struct{}), probeNow: make(chan struct{}, 1)}, nil
+	r := &Runtime{nc: nc, js: js, manifest: m, functions: byName, registry: functions, opts: o,
+		ready: make(chan struct{}), probeNow: make(chan struct{}, 1)}
+	r.deployed.setDigest(m.Digest)
+	return r, nil
 }
 
 // Names lists the functions' names, sorted, for messages and validation.
@@ -285,6 +314,7 @@ func (r *Runtime) prepare(spec manifest.FunctionSpec, m *manifest.Manifest) (*bi
 		bufferBeats: !r.opts.noBufferBeats,
 		observe:     r.opts.observe,
 		refusal:     &r.refusal,
+		deployed:    &r.deployed,
 	}
 	b.heartbeat.Store(int64(spec.Heartbeat))
 	b.trace = newRunTracer(r.opts.tracer, &b.spec)
@@ -307,6 +337,7 @@ func (r *Runtime) connect(ctx context.Context, b *binding, m *manifest.Manifest)
 	b.consumer = newConsumerHandle(r.js, spec, streamSpec, m.Digest, !r.opts.noProvision, b.log,
 		consumer, stream.CachedInfo().Created, r.positions)
 	b.consumer.record(ctx)
+	b.consumer.onAckWait = b.followServerAckWait
 	b.bf, err = r.bindBackfill(ctx, b, stream, m)
 	return err
 }

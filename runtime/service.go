@@ -80,6 +80,7 @@ func (b *binding) status() Stats {
 		}
 	}
 	s.Concurrency = b.spec.Concurrency
+	b.deployed.fill(&s)
 	if b.remote != nil {
 		b.remote.fill(&s)
 	}

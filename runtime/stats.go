@@ -40,6 +40,12 @@ type Stats struct {
 	// ManifestRefused says why the runtime refused the last manifest
 	// revision it was given; it keeps running the previous one.
 	ManifestRefused string `json:"manifest_refused,omitempty"`
+	// Revision is the deployment revision the instance runs (jetfn run
+	// --deployment); 0 for a manifest file. ManifestDigest is the digest of
+	// the manifest it runs now (its micro metadata keeps the one the
+	// function was bound with).
+	Revision       uint64 `json:"revision,omitempty"`
+	ManifestDigest string `json:"manifest_digest,omitempty"`
 	// DuplicateOutputs counts outputs the stream acknowledged as duplicates
 	// (PubAck duplicate): expected for a retry, suspicious for a first
 	// delivery, which is also logged.

@@ -37,6 +37,12 @@ func cmdDeploy(ctx context.Context, args []string, out, errOut io.Writer) error 
 	if err != nil {
 		return err
 	}
+	if err := m.CheckDuplicateWindows(); err != nil {
+		fmt.Fprintf(out, "%s: a deployment's revision is applied by every instance, each with its own flags: one started "+
+			"without --allow-short-window would refuse this revision. Put `allowShortWindow: true` in the manifest to accept "+
+			"the short window for every instance\n", file)
+		return errCheckFailed
+	}
 	return withJetStream(ctx, cfg, func(js jetstream.JetStream) error {
 		var current *manifest.Manifest
 		if rev, err := deploy.Load(ctx, js, *name); err == nil {

@@ -80,11 +80,9 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, onReady func()) er
 	}
 	defer func() { _ = client.Disconnect(context.Background()) }()
 	mx := metrics.New() // the histogram before the runtime, the listener after
-	rt, err := runtime.New(nc, m, functions.All(), append(runtimeOptions(cfg, log, client, mx), tracingOptions(tp)...)...)
+	opts := append(runtimeOptions(cfg, log, client, mx), tracingOptions(tp)...)
+	rt, err := newRuntime(ctx, cfg, js, nc, m, revision, opts, log)
 	if err != nil {
-		if errors.Is(err, manifest.ErrInvalidManifest) || errors.Is(err, manifest.ErrShortWindow) {
-			return usageError(err)
-		}
 		return err
 	}
 	if cfg.MetricsAddr != "" {
@@ -136,6 +134,50 @@ func whenReady(ctx context.Context, cfg Config, js jetstream.JetStream, revision
 	if err := deploy.Follow(ctx, js, cfg.Deployment, revision, rt, log); err != nil {
 		log.Error("following the deployment stopped; the current manifest keeps running", "err", err)
 	}
+}
+
+// newRuntime builds the runtime for m. With --deployment, a current
+// revision this instance refuses (a function its binary lacks, a window
+// its flags do not accept) would make every restart exit while the
+// revision stays current; so it starts on the newest earlier revision it
+// accepts instead, says so, and follows the deployment from the current
+// one.
+func newRuntime(ctx context.Context, cfg Config, js jetstream.JetStream, nc *nats.Conn, m *manifest.Manifest, current uint64,
+	opts []runtime.Option, log *slog.Logger) (*runtime.Runtime, error) {
+	rt, err := runtime.New(nc, m, functions.All(), opts...)
+	if err == nil {
+		rt.SetRevision(current)
+		return rt, nil
+	}
+	if !errors.Is(err, manifest.ErrInvalidManifest) && !errors.Is(err, manifest.ErrShortWindow) {
+		return nil, err
+	}
+	if cfg.Deployment == "" {
+		return nil, usageError(err)
+	}
+	refusal := err
+	history, herr := deploy.Revisions(ctx, js, cfg.Deployment)
+	if herr != nil {
+		return nil, usageError(fmt.Errorf("%w (and reading earlier revisions failed: %w)", refusal, herr))
+	}
+	for _, rev := range history {
+		if rev.Number >= current {
+			continue
+		}
+		earlier, perr := rev.Manifest()
+		if perr != nil {
+			continue
+		}
+		if rt, err := runtime.New(nc, earlier, functions.All(), opts...); err == nil {
+			log.Error("this instance refuses the deployment's current revision; it runs the newest earlier one it accepts "+
+				"until a revision it accepts is deployed", "deployment", cfg.Deployment, "refused_revision", current,
+				"running_revision", rev.Number, "err", refusal)
+			rt.SetRevision(rev.Number)
+			return rt, nil
+		}
+	}
+	return nil, usageError(fmt.Errorf("deployment %s revision %d: %w (and no earlier stored revision is accepted either)",
+		cfg.Deployment, current, refusal))
 }
 
 // startManifest is the manifest to start with: the file, or the

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/ecdsa"
@@ -10,7 +9,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"io"
 	"math/big"
 	"net"
 	"os"
@@ -161,28 +159,7 @@ func setEnv(t *testing.T, vars map[string]string) {
 // then cancels it and returns everything it wrote.
 func runUntilReady(t *testing.T) string {
 	t.Helper()
-	pr, pw := io.Pipe()
-	ctx, cancel := context.WithCancel(context.Background())
-	code := make(chan int, 1)
-	go func() {
-		code <- realMain(ctx, []string{"run"}, pw, pw)
-		pw.Close()
-	}()
-	var all strings.Builder
-	sc := bufio.NewScanner(pr)
-	ready := false
-	for sc.Scan() {
-		all.WriteString(sc.Text() + "\n")
-		if strings.Contains(sc.Text(), "runtime ready") && !ready {
-			ready = true
-			cancel()
-		}
-	}
-	cancel()
-	if c := <-code; c != 0 || !ready {
-		t.Fatalf("exit %d, ready %v:\n%s", c, ready, all.String())
-	}
-	return all.String()
+	return runArgsUntilReady(t, "run")
 }
 
 func TestRedactURLs(t *testing.T) {

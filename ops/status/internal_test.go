@@ -72,3 +72,25 @@ func decode(data []byte) (Instance, bool) {
 	}
 	return fromStats(st)
 }
+
+// TestRevisionColumn: each instance's row says which deployment revision
+// and manifest it runs, so an instance left on another one stands out
+// (issue 29, item 6).
+func TestRevisionColumn(t *testing.T) {
+	tests := []struct {
+		name string
+		in   Instance
+		want string
+	}{
+		{name: "a deployment revision", in: Instance{ManifestDigest: "old", Stats: runtime.Stats{Revision: 7, ManifestDigest: "abc123"}}, want: "7 (abc123)"},
+		{name: "a manifest file", in: Instance{ManifestDigest: "abc123"}, want: "- (abc123)"},
+		{name: "nothing known", in: Instance{}, want: "- (-)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := revision(tt.in); got != tt.want {
+				t.Errorf("revision = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

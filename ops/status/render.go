@@ -20,7 +20,7 @@ func WriteTable(w io.Writer, instances []Instance, now time.Time) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "FUNCTION\tVERSION\tINSTANCE\tHANDLED\tACKED\tRETRIED\tDEAD\tIN FLIGHT\tPENDING\tACK PENDING\tUPTIME\tLAST ERROR")
+	fmt.Fprintln(tw, "FUNCTION\tVERSION\tREVISION\tINSTANCE\tHANDLED\tACKED\tRETRIED\tDEAD\tIN FLIGHT\tPENDING\tACK PENDING\tUPTIME\tLAST ERROR")
 	for _, i := range instances {
 		s := i.Stats
 		// A missing consumer explains an idle function better than the
@@ -32,14 +32,31 @@ func WriteTable(w io.Writer, instances []Instance, now time.Time) error {
 		if s.ConsumerError != "" {
 			problem = s.ConsumerError
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n",
-			i.Function, i.Version, i.ID, s.Handled, s.Acked, s.Retried, s.DeadLettered, s.InFlight,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n",
+			i.Function, i.Version, revision(i), i.ID, s.Handled, s.Acked, s.Retried, s.DeadLettered, s.InFlight,
 			s.NumPending, s.NumAckPending, formatUptime(i.Uptime(now)), truncate(problem, maxErrorWidth))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	return writeRemotes(w, instances)
+}
+
+// revision is the deployment revision an instance runs, with the digest of
+// its manifest, so instances left on another revision stand out; "-" and
+// the digest for an instance that runs a manifest file.
+func revision(i Instance) string {
+	digest := i.Stats.ManifestDigest // what it runs now; the metadata's is what the function was bound with
+	if digest == "" {
+		digest = i.ManifestDigest
+	}
+	if digest == "" {
+		digest = "-"
+	}
+	if i.Stats.Revision == 0 {
+		return "- (" + digest + ")"
+	}
+	return fmt.Sprintf("%d (%s)", i.Stats.Revision, digest)
 }
 
 // WriteJSON prints the instances as one JSON array on one line, so that
