@@ -46,6 +46,8 @@ type binding struct {
 	remote *remoteState
 	// trace starts each run's span; nil when tracing is off (tracing.go).
 	trace *runTracer
+	// runs remembers the last runs for the console (runs.go).
+	runs *runRing
 }
 
 // run pulls and handles messages until ctx is done, then drains: buffered

@@ -281,6 +281,7 @@ func (r *Runtime) prepare(spec manifest.FunctionSpec, m *manifest.Manifest) (*bi
 		bufferBeats: !r.opts.noBufferBeats,
 		observe:     r.opts.observe,
 		refusal:     &r.refusal,
+		runs:        newRunRing(RunHistory),
 	}
 	b.heartbeat.Store(int64(spec.Heartbeat))
 	b.trace = newRunTracer(r.opts.tracer, &b.spec)

@@ -42,6 +42,10 @@ func (b *binding) addService(nc *nats.Conn, digest string) (micro.Service, error
 		_ = svc.Stop()
 		return nil, fmt.Errorf("adding status endpoint of %s: %w", b.spec.Name, err)
 	}
+	if err := b.addRunsEndpoint(svc, nc.MaxPayload()); err != nil { // console: recent runs
+		_ = svc.Stop()
+		return nil, err
+	}
 	return svc, nil
 }
 
