@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -31,6 +32,8 @@ var ErrNoPrevious = errors.New("no previous revision to roll back to")
 type Revision struct {
 	Number uint64
 	Raw    []byte
+	// Created is when it was stored (set by History).
+	Created time.Time
 }
 
 // Manifest parses the revision.
@@ -97,9 +100,11 @@ func Load(ctx context.Context, js jetstream.JetStream, deployment string) (Revis
 }
 
 // Rollback stores the revision before the current one as the newest, so
-// every instance following the deployment applies it.
+// every instance following the deployment applies it. It opens the bucket
+// without creating or updating it (a missing bucket has nothing to roll
+// back to), so it needs no rights on the bucket's configuration.
 func Rollback(ctx context.Context, js jetstream.JetStream, deployment string) (from, to Revision, err error) {
-	kv, err := bucket(ctx, js)
+	kv, err := open(ctx, js)
 	if err != nil {
 		return from, to, err
 	}
