@@ -5,6 +5,8 @@ go 1.26.8
 require (
 	github.com/FerretDB/FerretDB v1.24.2
 	github.com/caarlos0/env/v11 v11.4.2
+	github.com/chromedp/cdproto v0.160.1
+	github.com/chromedp/chromedp v0.23.1
 	github.com/go-json-experiment/json v1.27.2
 	github.com/google/go-cmp v0.7.0
 	github.com/nats-io/nats-server/v2 v2.15.2
@@ -87,8 +89,6 @@ require (
 	github.com/charmbracelet/x/windows v0.2.2 // indirect
 	github.com/choria-io/fisk v0.9.1 // indirect
 	github.com/choria-io/scaffold v0.0.11 // indirect
-	github.com/chromedp/cdproto v0.160.1 // indirect
-	github.com/chromedp/chromedp v0.23.1 // indirect
 	github.com/clipperhouse/displaywidth v0.11.0 // indirect
 	github.com/clipperhouse/uax29/v2 v2.7.0 // indirect
 	github.com/cncf/xds/go v0.0.0-20260202195803-dba9d589def2 // indirect

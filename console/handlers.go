@@ -110,13 +110,13 @@ func (s *Server) functionsPage(w http.ResponseWriter, r *http.Request) {
 
 // runsData is the runs page: the function, its merged runs and the filter.
 type runsData struct {
-	Function  *functionView
-	Name      string
-	Runs      []runView
-	Answered  int
-	Outcome   string
-	Counts    map[string]int
-	Err       string
+	Function *functionView
+	Name     string
+	Runs     []runView
+	Answered int
+	Outcome  string
+	Counts   map[string]int
+	Err      string
 }
 
 func (s *Server) runsPage(w http.ResponseWriter, r *http.Request) {

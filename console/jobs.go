@@ -35,10 +35,10 @@ type jobLine struct {
 
 // jobView is a consistent copy of a job's progress, for a page.
 type jobView struct {
-	ID, Title, User           string
-	Started, Finished         time.Time
-	Total, Replayed, Failed   int
-	Lines                     []jobLine
+	ID, Title, User         string
+	Started, Finished       time.Time
+	Total, Replayed, Failed int
+	Lines                   []jobLine
 }
 
 func (j *job) report(seq uint64, ok bool, text string) {

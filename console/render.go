@@ -82,7 +82,8 @@ var funcs = template.FuncMap{
 	"count":     formatCount,
 	"ago":       formatAgo,
 	"uptime":    formatUptime,
-	"short":     func(id string) string { return truncate(id, 8) },
+	"short":     shortID,
+	"head":      func(id string) string { return truncate(id, 9) },
 	"trunc":     truncate,
 	"spark":     sparkPoints,
 	"sparkMax":  sparkMax,
@@ -164,6 +165,15 @@ func formatUptime(d time.Duration) string {
 		return fmt.Sprintf("%dh%dm", int(d.Hours()), int(d.Minutes())%60)
 	}
 	return fmt.Sprintf("%dd%dh", int(d.Hours())/24, int(d.Hours())%24)
+}
+
+// shortID is the end of an instance ID: micro IDs of one process share
+// their start and differ at the end.
+func shortID(id string) string {
+	if len(id) <= 7 {
+		return id
+	}
+	return "…" + id[len(id)-6:]
 }
 
 func truncate(s string, n int) string {

@@ -21,21 +21,21 @@ type snapshot struct {
 
 // functionView is one function across its instances.
 type functionView struct {
-	Name, Version     string
-	Stream, Consumer  string
-	Remote            string
-	Instances         []instanceView
-	Rate              float64
-	History           []float64
-	P50, P99          float64 // the highest among instances
-	Handled, Acked    uint64
-	Retried, Dead     uint64
-	Abandoned         uint64
-	InFlight          int64
-	Concurrency       int
-	Backlog           consumerView
-	Problem           string // a missing consumer or remote, else the last error
-	Digests           []string
+	Name, Version    string
+	Stream, Consumer string
+	Remote           string
+	Instances        []instanceView
+	Rate             float64
+	History          []float64
+	P50, P99         float64 // the highest among instances
+	Handled, Acked   uint64
+	Retried, Dead    uint64
+	Abandoned        uint64
+	InFlight         int64
+	Concurrency      int
+	Backlog          consumerView
+	Problem          string // a missing consumer or remote, else the last error
+	Digests          []string
 }
 
 // consumerView is the durable consumer's state as its leader reports it.
