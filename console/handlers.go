@@ -285,6 +285,8 @@ func (s *Server) confirmPage(w http.ResponseWriter, r *http.Request) {
 // token, then the action, and an audit line whatever the outcome.
 func (s *Server) doAction(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("action")
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	_ = r.ParseForm() // a malformed form fails the CSRF check below
 	by, err := s.auth.checkAction(r, time.Now())
 	if err != nil {
 		s.cfg.Log.Warn("console refused an action", "action", name, "user", by.User, "remote_addr", r.RemoteAddr, "err", err)

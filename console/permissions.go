@@ -31,6 +31,9 @@ func Permissions(m *manifest.Manifest, o PermissionOptions) manifest.Permissions
 		// The dead letters (ops/dlq: message gets by sequence; a stream
 		// with allow_direct answers on DIRECT.GET instead).
 		"$JS.API.STREAM.INFO." + dl, "$JS.API.STREAM.MSG.GET." + dl, "$JS.API.DIRECT.GET." + dl,
+		// A replay's confirmation is its dry run: the replay record, and
+		// the check that the original subject is still the stream's.
+		"$JS.API.STREAM.INFO.KV_" + dlq.Bucket, "$JS.API.DIRECT.GET.KV_" + dlq.Bucket + ".>", "$JS.API.STREAM.NAMES",
 	}
 	pub = append(pub, manifestHistory(o.Deployment)...)
 	for _, f := range m.Functions {
@@ -61,9 +64,8 @@ func manifestHistory(deployment string) []string {
 func actionSubjects(m *manifest.Manifest, deployment string) []string {
 	bucket := "KV_" + dlq.Bucket
 	out := []string{
-		"$JS.API.STREAM.NAMES", "$JS.API.STREAM.MSG.DELETE." + m.DeadLetter.Stream,
-		"$JS.API.INFO", "$JS.API.STREAM.CREATE." + bucket, "$JS.API.STREAM.INFO." + bucket,
-		"$JS.API.DIRECT.GET." + bucket + ".>", "$KV." + dlq.Bucket + ".>",
+		"$JS.API.STREAM.MSG.DELETE." + m.DeadLetter.Stream,
+		"$JS.API.INFO", "$JS.API.STREAM.CREATE." + bucket, "$KV." + dlq.Bucket + ".>",
 		"$KV." + manifest.ManifestBucket + "." + deployment,
 	}
 	for _, f := range m.Functions {

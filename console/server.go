@@ -104,13 +104,13 @@ func (s *Server) pollLoop(ctx context.Context) {
 	}
 }
 
-// snapshot is the latest poll, taking one now if none was taken yet (a
-// Server used through Handler without Run).
+// snapshot is the latest poll, taking one now if none is fresh (a Server
+// used through Handler without Run, or a poll that stalled).
 func (s *Server) snapshot(ctx context.Context) *snapshot {
-	if sn := s.latest.Load(); sn != nil {
+	if sn := s.latest.Load(); sn != nil && time.Since(sn.At) < 2*s.opts.interval+s.opts.window {
 		return sn
 	}
-	s.revisions.refreshIfStale(ctx, 0)
+	s.revisions.refreshIfStale(ctx, s.opts.interval*5)
 	sn := s.poll(ctx)
 	s.latest.Store(sn)
 	return sn
