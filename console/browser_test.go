@@ -146,6 +146,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	step("confirming the rollback", chromedp.Click(chromedp.CSS("#confirm")), chromedp.WaitVisible(chromedp.CSS("p.notice")))
 	waitFor("revision 3 current and the instance on it", `(() => { const r = document.querySelector("tr.current");
 		return r && r.textContent.includes("3") && r.querySelector(".running")?.textContent.includes("echo"); })()`)
+	step("functions after the rollback", chromedp.Navigate(st.url+"/functions"), chromedp.WaitVisible(chromedp.CSS("#fn-echo")))
+	waitFor("both instances on revision 3", `(() => { const cells = [...document.querySelectorAll("#fn-echo table.instances tbody tr td:nth-child(2)")];
+		return cells.length === 2 && cells.every(c => c.textContent.trim() === "rev 3"); })()`)
 	rev, err := deploy.Load(context.Background(), st.js, "app")
 	if err != nil || rev.Number != 3 || string(rev.Raw) != string(revisionOne) {
 		t.Errorf("deployment after the rollback: revision %d, %v; want 3 holding revision 1's manifest", rev.Number, err)
@@ -154,6 +157,11 @@ func TestConsoleInBrowser(t *testing.T) {
 	for _, want := range []string{`msg="console action" action=replay user=ada`, `msg="console action" action=rollback user=ada`} {
 		if !strings.Contains(st.log.String(), want) {
 			t.Errorf("audit log lacks %q:\n%s", want, st.log.String())
+		}
+	}
+	for _, line := range strings.Split(st.log.String(), "\n") {
+		if strings.Contains(line, "msg=\"console ") {
+			t.Log(line)
 		}
 	}
 	narrowAndDark(t, ctx, st.url, shots)
