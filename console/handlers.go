@@ -2,6 +2,7 @@ package console
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -100,6 +101,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, ErrReadOnly), errors.Is(err, ErrUnauthorized), errors.Is(err, ErrCSRF):
 		code = http.StatusForbidden
 	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(code)
 	s.show(w, r, "error", "Error", false, map[string]any{"Code": code, "Err": err.Error()})
 }
@@ -150,12 +152,15 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 	}
 	i := slices.IndexFunc(runs, func(v runView) bool { return v.Instance == instance })
 	if i < 0 {
-		s.fail(w, r, errors.Join(ErrNotFound, errors.New("run "+id+" of "+name+" on instance "+instance+
-			": the instance no longer remembers it (it keeps its last "+strconv.Itoa(runtime.RunHistory)+" runs) or has stopped")))
+		s.fail(w, r, fmt.Errorf("%w: run %s of %s on instance %s: the instance no longer remembers it (it keeps its last %d runs) or has stopped",
+			ErrNotFound, id, name, instance, runtime.RunHistory))
 		return
 	}
 	s.show(w, r, "run", name+" run "+id, false, map[string]any{"Name": name, "Run": runs[i]})
 }
+
+// maxLiveLetters is the longest dead-letter list the page refreshes live.
+const maxLiveLetters = 200
 
 // lettersData is the dead letters page.
 type lettersData struct {
@@ -176,7 +181,9 @@ func (s *Server) deadLettersPage(w http.ResponseWriter, r *http.Request) {
 	}
 	slices.Reverse(letters) // newest first
 	d.Letters = letters
-	s.show(w, r, "deadletters", "Dead letters", true, d)
+	// Listing reads every dead letter (one message get each): refreshing a
+	// long list every few seconds would load the server for nothing.
+	s.show(w, r, "deadletters", "Dead letters", len(letters) <= maxLiveLetters, d)
 }
 
 func (s *Server) deadLetterPage(w http.ResponseWriter, r *http.Request) {
@@ -235,7 +242,7 @@ func (s *Server) diffPage(w http.ResponseWriter, r *http.Request) {
 	from, okFrom := s.revisions.find(num("from"))
 	to, okTo := s.revisions.find(num("to"))
 	if !okFrom || !okTo {
-		s.fail(w, r, errors.Join(ErrNotFound, errors.New("revision not in the deployment's history")))
+		s.fail(w, r, fmt.Errorf("%w: revision not in the deployment's history", ErrNotFound))
 		return
 	}
 	lines := lineDiff(string(from.Raw), string(to.Raw))
@@ -246,7 +253,7 @@ func (s *Server) diffPage(w http.ResponseWriter, r *http.Request) {
 func (s *Server) jobPage(w http.ResponseWriter, r *http.Request) {
 	j, ok := s.jobs.get(r.PathValue("id"))
 	if !ok {
-		s.fail(w, r, errors.Join(ErrNotFound, errors.New("no such replay (the console remembers its last 50)")))
+		s.fail(w, r, fmt.Errorf("%w: no such replay (the console remembers its last %d)", ErrNotFound, maxJobs))
 		return
 	}
 	v := j.view()
@@ -264,7 +271,7 @@ type confirmData struct {
 func (s *Server) confirmPage(w http.ResponseWriter, r *http.Request) {
 	a, ok := s.actions[r.PathValue("action")]
 	if !ok {
-		s.fail(w, r, errors.Join(ErrNotFound, ErrUnknownAction))
+		s.fail(w, r, fmt.Errorf("%w: %w %q", ErrNotFound, ErrUnknownAction, r.PathValue("action")))
 		return
 	}
 	c, err := a.confirm(r.Context(), s, r.URL.Query())
@@ -295,7 +302,7 @@ func (s *Server) doAction(w http.ResponseWriter, r *http.Request) {
 	}
 	a, ok := s.actions[name]
 	if !ok {
-		s.fail(w, r, errors.Join(ErrNotFound, ErrUnknownAction))
+		s.fail(w, r, fmt.Errorf("%w: %w %q", ErrNotFound, ErrUnknownAction, r.PathValue("action")))
 		return
 	}
 	next, audit, err := a.run(r.Context(), s, r.PostForm, by)
@@ -319,6 +326,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	next := localPath(r.PostFormValue("next"))
 	if err := sameOrigin(r); err != nil || !s.auth.tokenMatches(r.PostFormValue("token")) {
 		s.cfg.Log.Warn("console sign-in refused", "remote_addr", r.RemoteAddr, "read_only", s.ReadOnly())
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.WriteHeader(http.StatusForbidden)
 		s.show(w, r, "login", "Sign in", false, map[string]any{"Next": next, "Failed": true})
 		return
