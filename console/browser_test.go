@@ -98,6 +98,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	if got := text("table.runs tbody"); !strings.Contains(got, "retry") || !strings.Contains(got, "flaky failed") {
 		t.Errorf("runs lack the flaky message's retry:\n%s", got)
 	}
+	shot(t, ctx, shots, "console-runs.png")
 	step("opening the newest run", chromedp.Click(chromedp.CSS("table.runs tbody tr:first-child a.rowlink")),
 		chromedp.WaitVisible(chromedp.CSS("pre.payload")))
 	if p, o := text("pre.payload"), text("#outputs-h + table"); !strings.Contains(p, "hello, last one") || !strings.Contains(o, "test.out") {
@@ -120,6 +121,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	if h := text("dl.headers"); !strings.Contains(h, "Jetfn-Error") || !strings.Contains(h, "boom refused") {
 		t.Errorf("dead letter headers %q lack Jetfn-Error and the reason", h)
 	}
+	shot(t, ctx, shots, "console-deadletter.png")
 	step("asking to replay", chromedp.Click(chromedp.CSS("#replay")), chromedp.WaitVisible(chromedp.CSS("a.button[href^='/login']")))
 	step("signing in", chromedp.Click(chromedp.CSS("a.button[href^='/login']")), chromedp.WaitVisible(chromedp.CSS("input[name=token]")),
 		chromedp.SendKeys(chromedp.CSS("input[name=name]"), "ada"), chromedp.SendKeys(chromedp.CSS("input[name=token]"), st.token),
@@ -143,6 +145,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	if d := text("table.diff"); !strings.Contains(d, "concurrency: 3") || !strings.Contains(d, "concurrency: 2") {
 		t.Errorf("rollback diff %q does not show the concurrency change", d)
 	}
+	shot(t, ctx, shots, "console-rollback.png")
 	step("confirming the rollback", chromedp.Click(chromedp.CSS("#confirm")), chromedp.WaitVisible(chromedp.CSS("p.notice")))
 	waitFor("revision 3 current and the instance on it", `(() => { const r = document.querySelector("tr.current");
 		return r && r.textContent.includes("3") && r.querySelector(".running")?.textContent.includes("echo"); })()`)
