@@ -277,12 +277,32 @@ func noteOutput(ctx context.Context, subject, msgID string, size int, ack *jetst
 
 // ---- The endpoint.
 
+// runsEndpoint is the runs endpoint's name in the function's micro service.
+const runsEndpoint = "runs"
+
+// runsStats is the runs endpoint's data in $SRV.STATS: micro asks every
+// endpoint for its data, and the status endpoint's (which asks the server
+// for consumer info) must not be fetched twice per STATS request.
+type runsStats struct {
+	Capacity int    `json:"capacity"`
+	Recorded uint64 `json:"recorded"`
+}
+
+func (b *binding) runsSummary() runsStats {
+	if b.runs == nil {
+		return runsStats{}
+	}
+	b.runs.mu.Lock()
+	defer b.runs.mu.Unlock()
+	return runsStats{Capacity: len(b.runs.slots), Recorded: b.runs.total}
+}
+
 // addRunsEndpoint answers RunsRequests on the function's runs subject.
 // Without a queue group every instance answers, so the console gathers
 // them all with one request.
 func (b *binding) addRunsEndpoint(svc micro.Service, maxPayload int64) error {
 	instance := svc.Info().ID
-	err := svc.AddEndpoint("runs", micro.HandlerFunc(func(req micro.Request) {
+	err := svc.AddEndpoint(runsEndpoint, micro.HandlerFunc(func(req micro.Request) {
 		var q RunsRequest
 		if len(req.Data()) > 0 && json.Unmarshal(req.Data(), &q) != nil {
 			_ = req.Error("400", "the body is not a RunsRequest", nil)
@@ -301,12 +321,9 @@ func (b *binding) addRunsEndpoint(svc micro.Service, maxPayload int64) error {
 // runsReply encodes the answer to q, leaving out the oldest runs until it
 // fits in maxPayload.
 func (b *binding) runsReply(q RunsRequest, instance string, maxPayload int64) []byte {
-	reply := RunsReply{Function: b.spec.Name, Instance: instance, Runs: []Run{}}
+	sum := b.runsSummary()
+	reply := RunsReply{Function: b.spec.Name, Instance: instance, Capacity: sum.Capacity, Recorded: sum.Recorded, Runs: []Run{}}
 	if b.runs != nil {
-		reply.Capacity = len(b.runs.slots)
-		b.runs.mu.Lock()
-		reply.Recorded = b.runs.total
-		b.runs.mu.Unlock()
 		if q.Run != "" {
 			if r, ok := b.runs.find(q.Run); ok {
 				reply.Runs = append(reply.Runs, r)

@@ -26,7 +26,10 @@ func (b *binding) addService(nc *nats.Conn, digest string) (micro.Service, error
 		Version:     b.spec.Version,
 		Description: "jetfn function " + b.spec.Name,
 		Metadata:    b.metadata(digest),
-		StatsHandler: func(*micro.Endpoint) any {
+		StatsHandler: func(e *micro.Endpoint) any {
+			if e.Name == runsEndpoint { // console: recent runs; status() asks for consumer info
+				return b.runsSummary()
+			}
 			return b.status()
 		},
 	})

@@ -3,6 +3,7 @@ package runtime
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,8 +46,8 @@ func TestMicroDiscovery(t *testing.T) {
 	}
 	var stats micro.Stats
 	env.request("$SRV.STATS.fn", &stats)
-	if len(stats.Endpoints) != 2 {
-		t.Fatalf("STATS endpoints %+v, want status and runs", stats.Endpoints)
+	if len(stats.Endpoints) != 2 || !strings.Contains(string(stats.Endpoints[1].Data), `"capacity":200`) {
+		t.Fatalf("STATS endpoints %+v, want status and runs (its capacity as data)", stats.Endpoints)
 	}
 	var counters Stats
 	if err := json.Unmarshal(stats.Endpoints[0].Data, &counters); err != nil {
