@@ -33,6 +33,8 @@ var ErrNoPrevious = errors.New("no previous revision to roll back to")
 type Revision struct {
 	Number uint64
 	Raw    []byte
+	// Created is when it was stored (set by History).
+	Created time.Time
 }
 
 // Manifest parses the revision.
@@ -108,7 +110,9 @@ var ErrChangedMeanwhile = errors.New("the deployment changed while rolling back;
 // is itself a rollback, so a second rollback goes on back instead of
 // undoing the first. The store is a compare-and-set on the current
 // revision: of two rollbacks at once, one stores and the other returns
-// ErrChangedMeanwhile.
+// ErrChangedMeanwhile. It opens the bucket without creating or updating
+// it (a missing bucket has nothing to roll back to), so it needs no rights
+// on the bucket's configuration.
 func Rollback(ctx context.Context, js jetstream.JetStream, deployment string) (from, to Revision, err error) {
 	kv, err := open(ctx, js)
 	if err != nil {

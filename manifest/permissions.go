@@ -43,9 +43,10 @@ type PermissionOptions struct {
 
 // Permissions lists what an instance running m needs: per function the pull
 // (MSG.NEXT), ack and info APIs of its consumer, the stream lookup, its
-// outputs and dead-letter subject and its micro subjects; for a remote
-// function, its endpoint subject and $SRV.INFO. A revision that
-// adds a function needs permissions generated from it.
+// outputs and dead-letter subject and its micro subjects (the status and
+// runs endpoints among them); for a remote function, its endpoint subject
+// and $SRV.INFO. A revision that adds a function needs permissions
+// generated from it.
 func (m *Manifest) Permissions(o PermissionOptions) Permissions {
 	inbox := o.InboxPrefix
 	if inbox == "" {
@@ -64,7 +65,7 @@ func (m *Manifest) Permissions(o PermissionOptions) Permissions {
 			// instances for status and /readyz.
 			pub.add(f.Remote.Subject, "$SRV.INFO")
 		}
-		sub.add("$SRV.*."+f.Name, "$SRV.*."+f.Name+".*", StatusSubject(f.Name))
+		sub.add("$SRV.*."+f.Name, "$SRV.*."+f.Name+".*", StatusSubject(f.Name), RunsSubject(f.Name))
 		pub.add(positionSubjects(f, o.Provision)...)
 		if o.Provision {
 			pub.add("$JS.API.CONSUMER.CREATE."+s+"."+d, "$JS.API.CONSUMER.CREATE."+s+"."+d+".>")
@@ -205,3 +206,8 @@ func (s *subjectSet) list() []string { return slices.Clone(s.order) }
 // StatusSubject is the subject of a function's status endpoint, the micro
 // endpoint that carries its counters.
 func StatusSubject(function string) string { return function + ".status" }
+
+// RunsSubject is the subject of a function's runs endpoint, which answers
+// with the instance's recent runs (runtime/runs.go). Every instance
+// answers it, not one of a queue group, so a request gathers them all.
+func RunsSubject(function string) string { return function + ".runs" }

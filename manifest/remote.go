@@ -40,6 +40,9 @@ func (m *Manifest) validateRemote(fat place, f *FunctionSpec, add problemFunc) {
 		if subj == StatusSubject(g.Name) {
 			add(sat, "%s is the status endpoint of function %s: jetfn itself would answer each request", subj, g.Name)
 		}
+		if subj == RunsSubject(g.Name) {
+			add(sat, "%s is the runs endpoint of function %s: jetfn itself would answer each request", subj, g.Name)
+		}
 	}
 	for _, s := range m.Streams {
 		for _, ss := range s.Subjects {

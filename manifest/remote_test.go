@@ -75,6 +75,9 @@ func TestRemoteFunctionProblems(t *testing.T) {
 		{name: "a function's status endpoint", extra: "    remote: {subject: summarize-session.status}\n",
 			want: "app.yaml:16: functions[1] (remote-greet).remote.subject: summarize-session.status is the status endpoint of function " +
 				"summarize-session: jetfn itself would answer each request"},
+		{name: "a function's runs endpoint", extra: "    remote: {subject: summarize-session.runs}\n",
+			want: "app.yaml:16: functions[1] (remote-greet).remote.subject: summarize-session.runs is the runs endpoint of function " +
+				"summarize-session: jetfn itself would answer each request"},
 		{name: "a system subject", extra: "    remote: {subject: $SRV.PING}\n",
 			want: "app.yaml:16: functions[1] (remote-greet).remote.subject: $SRV.PING is a subject of NATS itself (JetStream, micro, inboxes), not one for a service"},
 		{name: "config block", extra: "    remote: {subject: greeter.handle}\n    config: {quiet: 2s}\n",

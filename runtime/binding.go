@@ -55,6 +55,8 @@ type binding struct {
 	// handler, and main the binding it catches up for.
 	backfill *backfillRange
 	main     *binding
+	// runs remembers the last runs for the console (runs.go).
+	runs *runRing
 }
 
 // run pulls and handles messages until ctx is done, then drains: buffered

@@ -373,7 +373,9 @@ func (b *binding) process(ctx context.Context, d *delivery, wk *worker) delivery
 		if !b.unsettled.finish(d) {
 			return b.unfinished(d)
 		}
-		b.deadLetter(m, msg, errExhausted(b.spec.MaxDeliver))
+		cause := errExhausted(b.spec.MaxDeliver)
+		b.deadLetter(m, msg, cause)
+		b.recordRun(d, msg, start, 0, cause) // console: recent runs
 		return stateSettled
 	}
 	wk.stats.started.Add(1)
@@ -398,6 +400,7 @@ func (b *binding) process(ctx context.Context, d *delivery, wk *worker) delivery
 	if b.settle(m, msg, herr) {
 		wk.stats.acked.Add(1)
 	}
+	b.recordRun(d, msg, start, took, herr) // console: recent runs
 	return stateSettled
 }
 

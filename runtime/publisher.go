@@ -116,6 +116,9 @@ func (p outputPublisher) Publish(ctx context.Context, subject string, data []byt
 	header, span := startSend(ctx, p.tracer, subject, msgID, len(data))
 	ack, err := publishAcked(ctx, p.js, subject, data, msgID, header)
 	endSend(span, ack, err)
+	if err == nil {
+		noteOutput(ctx, subject, msgID, len(data), ack) // console: recent runs
+	}
 	if err != nil || !ack.Duplicate {
 		return err
 	}

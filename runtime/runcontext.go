@@ -19,7 +19,7 @@ import (
 // cancelled by a drain that timed out) is done, or when the handler
 // returns, as an HTTP request's context is: the message is settled then,
 // so work the handler left behind must not go on in its name. It carries
-// the delivery count for the Publisher.
+// the delivery count and the run's outputs for the Publisher.
 type runContext struct {
 	parent       context.Context
 	deadline     time.Time
@@ -27,6 +27,8 @@ type runContext struct {
 	// traced is the run's span context (tracing.go), asked before the
 	// parent; nil when tracing is off.
 	traced context.Context
+	// outputs are what the run published, for its Run (runs.go).
+	outputs runOutputs
 
 	mu           sync.Mutex
 	done         chan struct{}
@@ -89,6 +91,9 @@ func (c *runContext) Err() error {
 func (c *runContext) Value(key any) any {
 	if _, ok := key.(deliveryKey); ok {
 		return c.numDelivered
+	}
+	if _, ok := key.(runOutputsKey); ok { // console: recent runs
+		return &c.outputs
 	}
 	if c.traced != nil {
 		if v := c.traced.Value(key); v != nil {

@@ -315,6 +315,7 @@ func (r *Runtime) prepare(spec manifest.FunctionSpec, m *manifest.Manifest) (*bi
 		observe:     r.opts.observe,
 		refusal:     &r.refusal,
 		deployed:    &r.deployed,
+		runs:        newRunRing(RunHistory),
 	}
 	b.heartbeat.Store(int64(spec.Heartbeat))
 	b.trace = newRunTracer(r.opts.tracer, &b.spec)

@@ -26,7 +26,10 @@ func (b *binding) addService(nc *nats.Conn, digest string) (micro.Service, error
 		Version:     b.spec.Version,
 		Description: "jetfn function " + b.spec.Name,
 		Metadata:    b.metadata(digest),
-		StatsHandler: func(*micro.Endpoint) any {
+		StatsHandler: func(e *micro.Endpoint) any {
+			if e.Name == runsEndpoint { // console: recent runs; status() asks for consumer info
+				return b.runsSummary()
+			}
 			return b.status()
 		},
 	})
@@ -41,6 +44,10 @@ func (b *binding) addService(nc *nats.Conn, digest string) (micro.Service, error
 	if err != nil {
 		_ = svc.Stop()
 		return nil, fmt.Errorf("adding status endpoint of %s: %w", b.spec.Name, err)
+	}
+	if err := b.addRunsEndpoint(svc, nc.MaxPayload()); err != nil { // console: recent runs
+		_ = svc.Stop()
+		return nil, err
 	}
 	return svc, nil
 }

@@ -3,6 +3,7 @@ package runtime
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,13 +41,13 @@ func TestMicroDiscovery(t *testing.T) {
 			t.Errorf("INFO metadata %s = %q, want %q", k, got, want)
 		}
 	}
-	if len(info.Endpoints) != 1 || info.Endpoints[0].Subject != "fn.status" {
-		t.Errorf("INFO endpoints %+v, want fn.status", info.Endpoints)
+	if len(info.Endpoints) != 2 || info.Endpoints[0].Subject != "fn.status" || info.Endpoints[1].Subject != "fn.runs" {
+		t.Errorf("INFO endpoints %+v, want fn.status and fn.runs", info.Endpoints)
 	}
 	var stats micro.Stats
 	env.request("$SRV.STATS.fn", &stats)
-	if len(stats.Endpoints) != 1 {
-		t.Fatalf("STATS endpoints %+v, want one", stats.Endpoints)
+	if len(stats.Endpoints) != 2 || !strings.Contains(string(stats.Endpoints[1].Data), `"capacity":200`) {
+		t.Fatalf("STATS endpoints %+v, want status and runs (its capacity as data)", stats.Endpoints)
 	}
 	var counters Stats
 	if err := json.Unmarshal(stats.Endpoints[0].Data, &counters); err != nil {

@@ -34,6 +34,7 @@ type Stats struct {
 	InFlight      int64   `json:"in_flight"`
 	LastError     string  `json:"last_error,omitempty"`
 	AvgMillis     float64 `json:"processing_avg_ms"`
+	P50Millis     float64 `json:"processing_p50_ms"`
 	P99Millis     float64 `json:"processing_p99_ms"`
 	NumPending    uint64  `json:"num_pending"`
 	NumAckPending int     `json:"num_ack_pending"`
@@ -225,12 +226,13 @@ func (c *counters) snapshot(function string) Stats {
 		s.Acked += w.acked.Load()
 		s.InFlight += int64(w.started.Load() - ended)
 	}
-	s.AvgMillis, s.P99Millis = c.processingTimes()
+	s.AvgMillis, s.P50Millis, s.P99Millis = c.processingTimes()
 	return s
 }
 
-// processingTimes are the average and p99 of every worker slot's window.
-func (c *counters) processingTimes() (avg, p99 float64) {
+// processingTimes are the average, median and p99 of every worker slot's
+// window.
+func (c *counters) processingTimes() (avg, p50, p99 float64) {
 	window := make([]time.Duration, 0, len(c.perWorker)*len(c.perWorker[0].durations))
 	for i := range c.perWorker {
 		w := &c.perWorker[i]
@@ -241,7 +243,7 @@ func (c *counters) processingTimes() (avg, p99 float64) {
 	}
 	n := len(window)
 	if n == 0 {
-		return 0, 0
+		return 0, 0, 0
 	}
 	slices.Sort(window)
 	var sum time.Duration
@@ -249,5 +251,5 @@ func (c *counters) processingTimes() (avg, p99 float64) {
 		sum += d
 	}
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	return ms(sum / time.Duration(n)), ms(window[(n*99-1)/100])
+	return ms(sum / time.Duration(n)), ms(window[(n*50-1)/100]), ms(window[(n*99-1)/100])
 }

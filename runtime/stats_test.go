@@ -12,14 +12,14 @@ import (
 // stays consistent under concurrent workers (run with -race). Pure logic.
 func TestCountersObserve(t *testing.T) {
 	c := newCounters(8)
-	if avg, p99 := c.processingTimes(); avg != 0 || p99 != 0 {
+	if avg, _, p99 := c.processingTimes(); avg != 0 || p99 != 0 {
 		t.Fatalf("empty window: avg %v, p99 %v; want 0, 0", avg, p99)
 	}
 	for i := 1; i <= 100; i++ {
 		c.slot(0).observe(time.Duration(i) * time.Millisecond)
 	}
-	if avg, p99 := c.processingTimes(); avg != 50.5 || p99 != 99 {
-		t.Fatalf("1..100 ms: avg %v, p99 %v; want 50.5, 99", avg, p99)
+	if avg, p50, p99 := c.processingTimes(); avg != 50.5 || p50 != 50 || p99 != 99 {
+		t.Fatalf("1..100 ms: avg %v, p50 %v, p99 %v; want 50.5, 50, 99", avg, p50, p99)
 	}
 	var wg sync.WaitGroup
 	for slot := range 8 {
@@ -30,7 +30,7 @@ func TestCountersObserve(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if avg, p99 := c.processingTimes(); avg != 1000 || p99 != 1000 {
+	if avg, _, p99 := c.processingTimes(); avg != 1000 || p99 != 1000 {
 		t.Fatalf("after 8,000 runs of 1 s: avg %v ms, p99 %v ms; want the window all 1 s", avg, p99)
 	}
 	total := 0

@@ -72,8 +72,10 @@ func (w *workers) run(abandoned *delivery, stats *workerCounters) {
 	go func() {
 		defer wk.free()
 		if abandoned != nil {
-			w.b.settle(abandoned.msg, w.b.metaOf(abandoned), fmt.Errorf("%w: handler still running after its timeout of %s",
-				ErrHandlerTimeout, w.b.spec.Timeout))
+			msg, err := w.b.metaOf(abandoned), fmt.Errorf("%w: handler still running after its timeout of %s",
+				ErrHandlerTimeout, w.b.spec.Timeout)
+			w.b.settle(abandoned.msg, msg, err)
+			w.b.recordRun(abandoned, msg, time.Now().Add(-w.b.spec.Timeout), w.b.spec.Timeout, err) // console: recent runs
 			w.done(abandoned)
 		}
 		w.loop(wk)

@@ -29,7 +29,10 @@ type Config struct {
 	// MetricsAddr is where `run` serves /metrics, /healthz and /readyz
 	// (for example :9090); empty turns the listener off.
 	MetricsAddr string `env:"METRICS_ADDR"`
-	NATS        NATSAuth
+	// ConsoleToken allows the console's actions to whoever signs in with
+	// it (`jetfn console`, `jetfn dev`); never logged.
+	ConsoleToken string `env:"JETFN_CONSOLE_TOKEN"`
+	NATS         NATSAuth
 
 	// Flags of `run`, not environment variables.
 	AllowShortWindow bool   `env:"-"`

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -19,13 +20,16 @@ import (
 // duplicate memory and documents are all there after Ctrl-C and a new start.
 // One stack at a time holds a directory.
 func cmdDev(ctx context.Context, args []string, out, errOut io.Writer) error {
-	fs := newFlags("dev", "dev [--fresh] [--dir .jetfn] [--nats-port 4222] [--mongo-port 27017] [--manifest FILE] [--exit-with-parent]", errOut)
+	fs := newFlags("dev", "dev [--fresh] [--dir .jetfn] [--nats-port 4222] [--mongo-port 27017] [--console-port 7333|--no-console] [--manifest FILE] [--exit-with-parent]", errOut)
 	dirPath := fs.String("dir", ".jetfn", "directory for the servers' data")
 	fresh := fs.Bool("fresh", false, "wipe --dir before starting")
 	natsPort := fs.Int("nats-port", 4222, "NATS client port")
 	mongoPort := fs.Int("mongo-port", 27017, "MongoDB wire-protocol port")
 	path := fs.String("manifest", "manifests/local.yaml", "manifest to run")
 	withParent := fs.Bool("exit-with-parent", false, "drain and exit when the process that started this one exits (Linux; `go tool task run` sets it)")
+	consolePort := fs.Int("console-port", defaultConsolePort, "web console port on 127.0.0.1 (when the default is taken, any free port)")
+	noConsole := fs.Bool("no-console", false, "serve no web console")
+	cf := addConsoleFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -67,7 +71,21 @@ func cmdDev(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fmt.Fprintln(out, describeDir(ctx, dir, *fresh, ns, mongoSrv, cfg.MongoDatabase))
 	cfg.NATSURL, cfg.MongoURI, cfg.Manifest = ns.ClientURL(), mongoSrv.URI, *path
 	fmt.Fprintf(out, "NATS_URL=%s\nMONGO_URI=%s\n", cfg.NATSURL, cfg.MongoURI)
-	return serve(ctx, cfg, cfg.newLogger(errOut), func() { fmt.Fprintln(out, "ready") })
+	log := cfg.newLogger(errOut)
+	if !*noConsole {
+		spec, err := deadLetterSpec(*path)
+		if err != nil {
+			return err
+		}
+		explicit := false
+		fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "console-port" })
+		c, err := startDevConsole(ctx, cfg.NATSURL, *consolePort, explicit, spec, cf, cfg.ConsoleToken, out, log)
+		if err != nil {
+			return err
+		}
+		defer c.stop()
+	}
+	return serve(ctx, cfg, log, func() { fmt.Fprintln(out, "ready") })
 }
 
 // describeDir is the line that says whether the stack starts fresh or on

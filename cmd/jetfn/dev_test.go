@@ -200,6 +200,9 @@ func TestDevRestartKeepsData(t *testing.T) {
 	if line := printedLine(t, first, "starting fresh"); line != "starting fresh in "+dir+"/ (nothing there yet)" {
 		t.Errorf("first start printed %q", line)
 	}
+	if line := printedLine(t, first, "CONSOLE="); !strings.HasPrefix(line, "CONSOLE=http://127.0.0.1:") || !strings.HasSuffix(line, "/") {
+		t.Errorf("the console's address printed as %q", line)
+	}
 	if hb := serviceMetadata(t, first.natsURL, "publish-recording-event")["heartbeat"]; hb != "3.333s" {
 		t.Errorf("micro metadata heartbeat %q, want 3.333s (ackWait 10s / 3, to the millisecond)", hb)
 	}

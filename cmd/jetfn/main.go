@@ -29,6 +29,7 @@ func commands() []command {
 		{"rollback", "restore a deployment's previous revision", cmdRollback},
 		{"status", "show every running function instance: counters, pending, last error (--watch, --json)", cmdStatus},
 		{"dlq", "list, show and replay dead letters: `dlq ls`, `dlq show SEQ`, `dlq replay SEQ|--function F|--all`", cmdDLQ},
+		{"console", "serve the web console against NATS_URL: functions, runs, dead letters, deploys (read-only without a token)", cmdConsole},
 		{"simulate", "play a publisher against a stack: `simulate call` or `simulate recording`", cmdSimulate},
 		{"summaries", "list the summaries summarize-session stored on MONGO_URI (--session ID for one in full)", cmdSummaries},
 		{"version", "print the module version and the VCS revision it was built from", cmdVersion},

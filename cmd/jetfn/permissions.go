@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"regexp"
 
+	"github.com/jetfn/jetfn/console"
 	"github.com/jetfn/jetfn/manifest"
 )
 
@@ -17,15 +19,23 @@ var deploymentKey = regexp.MustCompile(`^[-/_=a-zA-Z0-9]+(\.[-/_=a-zA-Z0-9]+)*$`
 // cmdPermissions prints the NATS permissions a runtime instance needs for a
 // manifest, and nothing more.
 func cmdPermissions(_ context.Context, args []string, out, errOut io.Writer) error {
-	fs := newFlags("permissions", "permissions --manifest FILE [--provision] [--deployment NAME] [--prune] [--json] [--inbox-prefix _INBOX]", errOut)
+	fs := newFlags("permissions", "permissions --manifest FILE [--provision] [--deployment NAME] [--prune] [--json] [--inbox-prefix _INBOX]\n       jetfn permissions --console [--actions] --manifest FILE [--deployment default] [--json]", errOut)
 	path := fs.String("manifest", "", "manifest (default $JETFN_MANIFEST); with --deployment, one listing every function the deployment will run")
 	provision := fs.Bool("provision", false, "add stream and consumer management rights (the runtime creates them; without it run with --no-provision)")
 	deployment := fs.String("deployment", "", "add reading and watching this key of the "+manifest.ManifestBucket+" KV bucket (for run --deployment NAME); no right to write it")
 	prune := fs.Bool("prune", false, "add deleting each function's durable consumer (for run --prune)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a nats-server config block")
 	inbox := fs.String("inbox-prefix", "_INBOX", "the connection's inbox prefix")
+	forConsole := fs.Bool("console", false, "the web console's permissions instead (`jetfn console`): read-only, the manifest's functions and dead letters")
+	actions := fs.Bool("actions", false, "with --console: add replaying dead letters and rolling back the deployment")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *actions && !*forConsole {
+		return usageError(errors.New("--actions goes with --console"))
+	}
+	if *forConsole && *deployment == "" {
+		*deployment = "default"
 	}
 	if *deployment != "" && !deploymentKey.MatchString(*deployment) {
 		return usageError(fmt.Errorf("--deployment %q: a KV key holds letters, digits and -/_= in dot-separated tokens, no wildcards", *deployment))
@@ -44,6 +54,9 @@ func cmdPermissions(_ context.Context, args []string, out, errOut io.Writer) err
 	}
 	perms := m.Permissions(manifest.PermissionOptions{InboxPrefix: *inbox, Provision: *provision,
 		Deployment: *deployment, Prune: *prune})
+	if *forConsole {
+		perms = console.Permissions(m, console.PermissionOptions{InboxPrefix: *inbox, Deployment: *deployment, Actions: *actions})
+	}
 	if *asJSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")

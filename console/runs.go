@@ -1,0 +1,87 @@
+package console
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/jetfn/jetfn/manifest"
+	"github.com/jetfn/jetfn/runtime"
+)
+
+// runsWindow is how long a runs request waits for instances that have not
+// answered yet; it returns as soon as every known instance has.
+const runsWindow = time.Second
+
+// maxRunsShown caps the merged list of a function's runs.
+const maxRunsShown = 500
+
+// runView is one run and the instance that remembers it.
+type runView struct {
+	runtime.Run
+	Instance string
+}
+
+// runsOf asks every instance of the function for its runs (expected is
+// how many instances the last poll found) and merges them, newest first.
+func (s *Server) runsOf(ctx context.Context, function string, expected int, q runtime.RunsRequest) ([]runView, int, error) {
+	replies, err := gatherRuns(ctx, s.cfg.NATS, function, expected, q)
+	if err != nil {
+		return nil, 0, err
+	}
+	var out []runView
+	for _, reply := range replies {
+		for _, r := range reply.Runs {
+			out = append(out, runView{Run: r, Instance: reply.Instance})
+		}
+	}
+	slices.SortFunc(out, func(a, b runView) int {
+		return cmp.Or(b.Started.Compare(a.Started), cmp.Compare(a.Instance, b.Instance))
+	})
+	if len(out) > maxRunsShown {
+		out = out[:maxRunsShown]
+	}
+	return out, len(replies), nil
+}
+
+// gatherRuns sends one request to the function's runs endpoint, which
+// every instance answers, and collects the replies until expected have
+// arrived or runsWindow has passed.
+func gatherRuns(ctx context.Context, nc *nats.Conn, function string, expected int, q runtime.RunsRequest) ([]runtime.RunsReply, error) {
+	body, err := json.Marshal(q)
+	if err != nil {
+		return nil, err
+	}
+	replies := make(chan *nats.Msg, 64)
+	inbox := nc.NewRespInbox()
+	sub, err := nc.ChanSubscribe(inbox, replies)
+	if err != nil {
+		return nil, fmt.Errorf("subscribing to replies: %w", err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.PublishRequest(manifest.RunsSubject(function), inbox, body); err != nil {
+		return nil, fmt.Errorf("requesting the runs of %s: %w", function, err)
+	}
+	timer := time.NewTimer(runsWindow)
+	defer timer.Stop()
+	var out []runtime.RunsReply
+	for expected <= 0 || len(out) < expected {
+		select {
+		case m := <-replies:
+			var r runtime.RunsReply
+			if json.Unmarshal(m.Data, &r) == nil && r.Instance != "" {
+				out = append(out, r)
+			}
+		case <-timer.C:
+			return out, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return out, nil
+}
