@@ -159,6 +159,7 @@ func (m *Manifest) validateFunction(fat place, f *FunctionSpec, add problemFunc)
 		add(fat.key("durable"), "%q may hold only letters, digits, - and _", f.Durable)
 	}
 	m.validateSubjects(fat, f, add)
+	m.validateInputRetention(f, add)
 	if f.AckWait <= 0 {
 		add(fat.key("ackWait"), "must be positive")
 	}
@@ -274,6 +275,25 @@ func (m *Manifest) validateSubjects(fat place, f *FunctionSpec, add problemFunc)
 			add(subjAt, "%s is not covered by stream %s's subjects %v", subj, stream.Name, stream.Subjects)
 		}
 	}
+}
+
+// validateInputRetention refuses an input stream that deletes messages once
+// consumed. With interest retention a message no consumer wants is gone at
+// once, though its publisher got a PubAck: everything published while the
+// function's consumer is deleted, pruned or not created yet is lost. With
+// workqueue retention the stream allows one consumer per subject, so two
+// functions, a backfill after a filter change or a replay of a deleted
+// consumer's position cannot share it. Limits retention keeps messages for
+// the consumer to come back to.
+func (m *Manifest) validateInputRetention(f *FunctionSpec, add problemFunc) {
+	s, ok := m.Stream(f.Stream)
+	if !ok || s.Retention != "interest" && s.Retention != "workqueue" {
+		return
+	}
+	add(m.streamAt(s.Name).key("retention"), "%s: function %s reads it, and a stream that deletes a message once "+
+		"consumed loses what is published while the function's consumer is deleted, pruned or not yet created "+
+		"(the publisher still gets a PubAck); input streams need retention limits (bound them with maxAge, maxMsgs "+
+		"or maxBytes)", s.Retention, f.Name)
 }
 
 // checkSubject rejects subjects that NATS would refuse or misread.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -124,4 +125,27 @@ func streamIdentityOf(t *testing.T, js jetstream.JetStream, name string) string 
 		t.Fatal(err)
 	}
 	return StreamIdentity(s.CachedInfo().Created)
+}
+
+// TestInputStreamRetentionOnServer (issue 29, item 8): a stream an
+// administrator made with interest retention, which the manifest does not
+// override, is refused at bind with the reason: every message published
+// while the function's consumer is missing would be dropped with a
+// PubAck. Before the fix the function was bound.
+func TestInputStreamRetentionOnServer(t *testing.T) {
+	env := newEnv(t)
+	if _, err := env.js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "TEST", Subjects: []string{"test.>"},
+		Retention: jetstream.InterestPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	rt, err := New(env.nc, testManifest(t, ""), recorderFunctions(&recorder{}), WithLogger(testLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = rt.Run(ctx)
+	if !errors.Is(err, ErrServerRefused) || !strings.Contains(err.Error(), "retention interest") {
+		t.Fatalf("Run = %v, want a refusal naming the retention", err)
+	}
 }

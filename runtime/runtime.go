@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -330,6 +331,9 @@ func (r *Runtime) connect(ctx context.Context, b *binding, m *manifest.Manifest)
 	if err != nil {
 		return fmt.Errorf("looking up stream %s: %w", spec.Stream, err)
 	}
+	if err := checkInputRetention(stream, spec); err != nil {
+		return err
+	}
 	consumer, err := r.consumer(ctx, stream, spec, m.Digest, b.log)
 	if err != nil {
 		return err
@@ -402,6 +406,21 @@ func (r *Runtime) Stats() []Stats {
 		out = append(out, a.b.status())
 	}
 	return out
+}
+
+// checkInputRetention refuses an input stream that deletes messages once
+// consumed, as the manifest's check does for one it declares
+// (manifest.validateInputRetention): this one's retention was set on the
+// server, and the manifest leaves it alone.
+func checkInputRetention(s jetstream.Stream, spec manifest.FunctionSpec) error {
+	ret := s.CachedInfo().Config.Retention
+	if ret == jetstream.LimitsPolicy {
+		return nil
+	}
+	return fmt.Errorf("%w: stream %s has retention %s on the server and function %s reads it: a stream that deletes "+
+		"a message once consumed loses what is published while the function's consumer is deleted, pruned or not "+
+		"yet created, though its publisher gets a PubAck; give it retention limits (`retention: limits` in the "+
+		"manifest makes jetfn set it)", ErrServerRefused, s.CachedInfo().Config.Name, strings.ToLower(ret.String()), spec.Name)
 }
 
 // checkUnlimitedDeliveries refuses a consumer, made by someone else, whose
