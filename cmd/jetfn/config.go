@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/caarlos0/env/v11"
+
+	"github.com/jetfn/jetfn/natsconn"
 )
 
 // Config is every setting jetfn reads from the environment. Only main reads
@@ -29,7 +31,7 @@ type Config struct {
 	// MetricsAddr is where `run` serves /metrics, /healthz and /readyz
 	// (for example :9090); empty turns the listener off.
 	MetricsAddr string `env:"METRICS_ADDR"`
-	NATS        NATSAuth
+	NATS        natsconn.Settings
 
 	// Flags of `run`, not environment variables.
 	AllowShortWindow bool   `env:"-"`
@@ -70,7 +72,7 @@ func (c Config) validate() error {
 			errs = append(errs, fmt.Errorf("MONGO_CA_FILE: %w", err))
 		}
 	}
-	if err := c.NATS.validate(); err != nil {
+	if err := c.NATS.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return usageError(errors.Join(errs...))
