@@ -73,6 +73,8 @@ func TestDeploymentPermissionsSufficient(t *testing.T) {
 			runtimetest.Eventually(t, 20*time.Second, "beta removed and its consumer pruned", func() bool {
 				return p.runs(alphaRevision) && p.consumerGone("TEST", "beta")
 			})
+			last := p.flood(t)
+			runtimetest.Eventually(t, 30*time.Second, "the revision after the watch's flow control", func() bool { return p.runs(last) })
 			p.stop()
 			runtimetest.Eventually(t, 20*time.Second, "the watch's consumer removed", func() bool {
 				return p.consumers("KV_"+Bucket) == 0
@@ -106,7 +108,7 @@ func TestDeploymentPermissionsMinimal(t *testing.T) {
 	if len(added) == 0 {
 		t.Fatal("--deployment and --prune add no publish rights")
 	}
-	if !slices.Equal(full.Subscribe, base.Subscribe) || full.AllowResponses != base.AllowResponses {
+	if !slices.Equal(full.Subscribe, base.Subscribe) {
 		t.Fatalf("--deployment changed the subscribe rights: %v, want %v", full.Subscribe, base.Subscribe)
 	}
 	for _, removed := range added {
@@ -122,6 +124,12 @@ func TestDeploymentPermissionsMinimal(t *testing.T) {
 				p.deploy(t, alphaRevision)
 				runtimetest.Eventually(t, 20*time.Second, "the revision applied or refused", func() bool {
 					return refused() || p.runs(alphaRevision) && p.consumerGone("TEST", "beta")
+				})
+			}
+			if !refused() {
+				last := p.flood(t)
+				runtimetest.Eventually(t, 30*time.Second, "the last revision applied or refused", func() bool {
+					return refused() || p.runs(last)
 				})
 			}
 			p.stop()
@@ -246,6 +254,24 @@ func (p *deploymentCase) waitReady(stop func() bool) bool {
 		}
 	}
 }
+
+// flood stores floodRevisions revisions of about 600 KiB each, then a
+// small one it returns. The watch then asks for flow control: past 1 MiB
+// delivered the server wants a reply on $JS.FC.<stream>.<consumer>.<token>,
+// and past 2 MiB it delivers nothing more until it gets one, so an
+// instance that may not answer never sees the last revision.
+func (p *deploymentCase) flood(t *testing.T) []byte {
+	t.Helper()
+	padding := "# " + strings.Repeat("x", 600<<10) + "\n"
+	for i := range floodRevisions {
+		p.deploy(t, append(manifestWith(alpha("2s")), fmt.Sprintf("# %d\n%s", i, padding)...))
+	}
+	last := manifestWith(alpha("3s"))
+	p.deploy(t, last)
+	return last
+}
+
+const floodRevisions = 5
 
 func (p *deploymentCase) deploy(t *testing.T, raw []byte) {
 	t.Helper()

@@ -21,3 +21,8 @@ var ErrInvalidConfig = fmt.Errorf("%w: function config", ErrInvalidManifest)
 // shorter than twice the longest time after which a function may publish the
 // same output again; a redelivery after the window would store it twice.
 var ErrShortWindow = errors.New("duplicate window shorter than the redelivery horizon")
+
+// ErrInboxPrefix is returned for an inbox or reply prefix the generated
+// permissions cannot safely name: not one literal subject, or one in NATS's
+// own $ namespace.
+var ErrInboxPrefix = errors.New("not a usable inbox prefix")

@@ -1,6 +1,8 @@
 package manifest
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -8,12 +10,19 @@ import (
 
 // Permissions are the NATS subjects a runtime instance needs for a manifest
 // and nothing more.
+//
+// They hold no allow_responses. That setting lets a user publish once to the
+// reply subject of any message it receives, whatever the subject is: anyone
+// allowed to send $SRV.PING could then make the instance publish its answer
+// on a JetStream API subject (on a server with `jetstream { strict: false }`
+// an answer sent to $JS.API.STREAM.PURGE.<stream> purges it) or into any
+// other subject. It also counts one allowance per request, not per
+// subscription, so one $SRV.PING delivered to two functions' services on
+// the instance's one connection is answered by neither. Replies go instead
+// to the inbox prefixes of PermissionOptions.ReplyPrefixes.
 type Permissions struct {
 	Publish   []string `json:"publish"`
 	Subscribe []string `json:"subscribe"`
-	// AllowResponses lets the instance answer requests (micro PING, INFO,
-	// STATS and the status endpoint) without publish rights on every inbox.
-	AllowResponses bool `json:"allow_responses"`
 }
 
 // ManifestBucket is the KV bucket that holds one key per deployment, each
@@ -25,10 +34,28 @@ const ManifestBucket = "jetfn-manifests"
 // where it was instead of from the stream's start.
 const PositionsBucket = "jetfn-positions"
 
+// DefaultInboxPrefix is the inbox prefix of nats.go, of the nats CLI and
+// of jetfn's own commands unless NATS_INBOX_PREFIX says otherwise.
+const DefaultInboxPrefix = "_INBOX"
+
 // PermissionOptions shape the generated permissions.
 type PermissionOptions struct {
-	// InboxPrefix is the connection's inbox prefix (default _INBOX).
+	// InboxPrefix is the instance's own inbox prefix (NATS_INBOX_PREFIX of
+	// `jetfn run`; default _INBOX), where it subscribes for the answers to
+	// its requests.
 	InboxPrefix string
+	// ReplyPrefixes are the inbox prefixes of the clients that ask the
+	// instance something (default [_INBOX]): micro discovery ($SRV.PING,
+	// INFO and STATS, sent by `nats micro ls`, `jetfn status` and the
+	// console) and each function's status endpoint. A micro service answers
+	// on whatever reply subject a request names, so the instance may
+	// publish on <prefix>.> for each prefix and on no other reply subject:
+	// a request that names one elsewhere gets no answer, and the server's
+	// refusal shows in the instance's log. The price is that anyone allowed
+	// to ask may direct an answer to any subject under these prefixes; a
+	// prefix of the operators' own (NATS_INBOX_PREFIX=_OPS for their tools,
+	// ReplyPrefixes [_OPS]) keeps it off every other client's inboxes.
+	ReplyPrefixes []string
 	// Provision adds the stream and consumer management rights that a
 	// runtime needs when it creates and updates them itself.
 	Provision bool
@@ -41,17 +68,48 @@ type PermissionOptions struct {
 	Prune bool
 }
 
+// Validate reports every prefix that is not a literal subject (a wildcard
+// would widen the rights it names), and every one in NATS's own $
+// namespace, where a reply right would reopen the JetStream API to anyone
+// who may ask.
+func (o PermissionOptions) Validate() error {
+	var errs []error
+	check := func(what, prefix string) {
+		if err := checkInboxPrefix(prefix); err != nil {
+			errs = append(errs, fmt.Errorf("%s %q: %w: %w", what, prefix, ErrInboxPrefix, err))
+		}
+	}
+	if o.InboxPrefix != "" {
+		check("inbox prefix", o.InboxPrefix)
+	}
+	for _, p := range o.ReplyPrefixes {
+		check("reply prefix", p)
+	}
+	return errors.Join(errs...)
+}
+
+func checkInboxPrefix(prefix string) error {
+	if err := checkSubject(prefix); err != nil {
+		return err
+	}
+	if hasWildcard(prefix) {
+		return errors.New("holds a wildcard")
+	}
+	if strings.HasPrefix(prefix, "$") {
+		return errors.New("is in NATS's own $ namespace (JetStream, KV, micro)")
+	}
+	return nil
+}
+
 // Permissions lists what an instance running m needs: per function the pull
 // (MSG.NEXT), ack and info APIs of its consumer, the stream lookup, its
 // outputs and dead-letter subject and its micro subjects (the status and
 // runs endpoints among them); for a remote function, its endpoint subject
-// and $SRV.INFO. A revision that adds a function needs permissions
-// generated from it.
+// and $SRV.INFO; the replies of its micro services (replySubjects). A
+// revision that adds a function needs permissions generated from it. o
+// should pass Validate.
 func (m *Manifest) Permissions(o PermissionOptions) Permissions {
-	inbox := o.InboxPrefix
-	if inbox == "" {
-		inbox = "_INBOX"
-	}
+	inbox := cmp.Or(o.InboxPrefix, DefaultInboxPrefix)
 	pub, sub := newSubjectSet(), newSubjectSet()
 	sub.add(inbox+".>", "$SRV.PING", "$SRV.INFO", "$SRV.STATS")
 	for _, f := range m.Functions {
@@ -90,7 +148,29 @@ func (m *Manifest) Permissions(o PermissionOptions) Permissions {
 	if o.Deployment != "" {
 		pub.add(deploymentSubjects(o.Deployment)...)
 	}
-	return Permissions{Publish: pub.list(), Subscribe: sub.list(), AllowResponses: true}
+	pub.add(m.replySubjects(o)...)
+	return Permissions{Publish: pub.list(), Subscribe: sub.list()}
+}
+
+// replySubjects are where the instance's micro services may answer: every
+// requester's inbox prefix, and its own when a remote function makes it
+// probe $SRV.INFO, because its own services answer that probe too.
+func (m *Manifest) replySubjects(o PermissionOptions) []string {
+	if len(m.Functions) == 0 {
+		return nil // no service, nothing to answer
+	}
+	prefixes := o.ReplyPrefixes
+	if len(prefixes) == 0 {
+		prefixes = []string{DefaultInboxPrefix}
+	}
+	if len(m.RemoteSubjects()) > 0 {
+		prefixes = append(slices.Clone(prefixes), cmp.Or(o.InboxPrefix, DefaultInboxPrefix))
+	}
+	out := make([]string, 0, len(prefixes))
+	for _, p := range prefixes {
+		out = append(out, p+".>")
+	}
+	return out
 }
 
 // BackfillConsumers are the two names a function's backfill consumer
@@ -149,9 +229,11 @@ func positionSubjects(f FunctionSpec, provision bool) []string {
 // ordered push consumer filtered on the key. The client names that
 // consumer at random and deletes it when the watch stops or resets (the
 // server would drop the ephemeral soon after its subscription goes), so
-// delete is scoped to the bucket's stream, not to one consumer. The
-// watch's flow control replies are covered by allow_responses: the server
-// tracks the reply subject of every message it delivers.
+// delete is scoped to the bucket's stream, not to one consumer. The watch
+// uses flow control: once about 1 MiB of revisions is delivered the server
+// asks for a reply on $JS.FC.<stream>.<consumer>.<token> and delivers
+// nothing more until it comes, so an instance without that right would
+// stop seeing new revisions.
 func deploymentSubjects(key string) []string {
 	stream, subject := "KV_"+ManifestBucket, "$KV."+ManifestBucket+"."+key
 	return []string{
@@ -159,6 +241,7 @@ func deploymentSubjects(key string) []string {
 		"$JS.API.DIRECT.GET." + stream + "." + subject,
 		"$JS.API.CONSUMER.CREATE." + stream + ".*." + subject,
 		"$JS.API.CONSUMER.DELETE." + stream + ".*",
+		"$JS.FC." + stream + ".*.*",
 	}
 }
 
@@ -169,9 +252,6 @@ func (p Permissions) ServerConfig() string {
 	b.WriteString("permissions: {\n")
 	fmt.Fprintf(&b, "  publish: { allow: %s }\n", quoteList(p.Publish))
 	fmt.Fprintf(&b, "  subscribe: { allow: %s }\n", quoteList(p.Subscribe))
-	if p.AllowResponses {
-		b.WriteString("  allow_responses: true\n")
-	}
 	b.WriteString("}\n")
 	return b.String()
 }

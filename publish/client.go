@@ -28,12 +28,14 @@ type Client struct {
 	timeout time.Duration
 }
 
-// Connect returns a Client for url. With url empty it returns a no-op Client
-// and logs that once at debug level. The connection is made in the
-// background (RetryOnFailedConnect), so a NATS server that is down at start
-// does not stop the caller: its publishes fail, are logged and returned,
-// and succeed again once the server is back.
-func Connect(url string, log *slog.Logger) (*Client, error) {
+// Connect returns a Client for url, connected as opts say (WithSettings:
+// credentials and TLS). With url empty it returns a no-op Client and logs
+// that once at debug level. The connection is made in the background
+// (RetryOnFailedConnect), so a NATS server that is down at start does not
+// stop the caller: its publishes fail, are logged and returned, and succeed
+// again once the server is back. Settings that cannot work (a missing
+// file, two credentials) fail Connect at once.
+func Connect(url string, log *slog.Logger, opts ...Option) (*Client, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -42,8 +44,14 @@ func Connect(url string, log *slog.Logger) (*Client, error) {
 		log.Debug("NATS_URL is not set; events will not be published")
 		return c, nil
 	}
-	nc, err := nats.Connect(url, nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1),
-		nats.Name("jetfn-publisher"))
+	cfg := connectConfig{nats: []nats.Option{nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1),
+		nats.Name("jetfn-publisher")}}
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, fmt.Errorf("connecting to NATS: %w", err)
+		}
+	}
+	nc, err := nats.Connect(url, cfg.nats...)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to NATS: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -28,8 +29,7 @@ func permsManifest(t *testing.T) *manifest.Manifest {
 }
 
 // permsHandler publishes each payload as an output; a "slow" one outlives
-// ackWait, so it needs heartbeats (more than the one reply that
-// allow_responses grants).
+// ackWait, so it needs heartbeats: several acks to one reply subject.
 func permsHandler(deps jetfn.Deps) (jetfn.Handler, error) {
 	return jetfn.HandlerFunc(func(ctx context.Context, msg jetfn.Msg) error {
 		if string(msg.Data) == "slow" {
@@ -41,7 +41,8 @@ func permsHandler(deps jetfn.Deps) (jetfn.Handler, error) {
 
 // TestGeneratedPermissionsSufficient runs the runtime as a user with exactly
 // the generated permissions (streams provisioned by an admin), and checks
-// every route works: handling, output, dead letter of an exhausted message, micro.
+// every route works: handling, output, dead letter of an exhausted message
+// (and of one a crash left dead-lettered already), micro.
 func TestGeneratedPermissionsSufficient(t *testing.T) {
 	m := permsManifest(t)
 	p := startPermsCase(t, m, m.Permissions(manifest.PermissionOptions{}), false)
@@ -50,8 +51,10 @@ func TestGeneratedPermissionsSufficient(t *testing.T) {
 			t.Logf("runtime log:\n%s", p.log.String())
 		}
 	})
-	runtimetest.Eventually(t, 20*time.Second, "output and dead letter", func() bool {
-		return p.env.streamMsgs("DEADLETTER") == 1 && p.outputs() == 2
+	// Both lost messages settled: one dead letter stored, one found
+	// stored already.
+	runtimetest.Eventually(t, 20*time.Second, "outputs and dead letters", func() bool {
+		return p.env.streamMsgs("DEADLETTER") == 2 && p.outputs() == 2 && p.env.settled("TEST", "fn", 4)
 	})
 	if _, err := p.admin.Request("$SRV.PING.fn", nil, 5*time.Second); err != nil {
 		t.Fatalf("micro PING: %v", err)
@@ -123,12 +126,14 @@ func TestPermissionOptions(t *testing.T) {
 			"$JS.API.DIRECT.GET.KV_jetfn-manifests.$KV.jetfn-manifests.app",
 			"$JS.API.CONSUMER.CREATE.KV_jetfn-manifests.*.$KV.jetfn-manifests.app",
 			"$JS.API.CONSUMER.DELETE.KV_jetfn-manifests.*",
+			"$JS.FC.KV_jetfn-manifests.*.*",
 		}},
 		{name: "a dotted deployment key", opts: manifest.PermissionOptions{Deployment: "eu.app"}, want: []string{
 			"$JS.API.STREAM.INFO.KV_jetfn-manifests",
 			"$JS.API.DIRECT.GET.KV_jetfn-manifests.$KV.jetfn-manifests.eu.app",
 			"$JS.API.CONSUMER.CREATE.KV_jetfn-manifests.*.$KV.jetfn-manifests.eu.app",
 			"$JS.API.CONSUMER.DELETE.KV_jetfn-manifests.*",
+			"$JS.FC.KV_jetfn-manifests.*.*",
 		}},
 	}
 	for _, tt := range tests {
@@ -154,15 +159,11 @@ func TestGeneratedPermissionsMinimal(t *testing.T) {
 	var cases []string
 	cases = append(cases, prefixed("publish ", full.Publish)...)
 	cases = append(cases, prefixed("subscribe ", full.Subscribe)...)
-	cases = append(cases, "allow_responses")
 	for _, c := range cases {
 		t.Run(c, func(t *testing.T) {
 			perms := without(full, c)
 			p := startPermsCase(t, m, perms, false)
 			removed := strings.TrimPrefix(strings.TrimPrefix(c, "publish "), "subscribe ")
-			if c == "allow_responses" {
-				removed = "_INBOX.>"
-			}
 			runtimetest.Eventually(t, 20*time.Second, "a violation on "+removed, func() bool {
 				_, _ = p.admin.Request("$SRV.PING.fn", nil, 50*time.Millisecond)
 				return slices.ContainsFunc(p.log.Violations(), func(s string) bool { return manifest.SubjectCovered(s, removed) })
@@ -185,8 +186,6 @@ func without(p manifest.Permissions, c string) manifest.Permissions {
 		return slices.DeleteFunc(slices.Clone(list), func(x string) bool { return x == s })
 	}
 	switch {
-	case c == "allow_responses":
-		p.AllowResponses = false
 	case strings.HasPrefix(c, "publish "):
 		p.Publish = drop(p.Publish, strings.TrimPrefix(c, "publish "))
 	default:
@@ -267,19 +266,27 @@ func startPermsCase(t *testing.T, m *manifest.Manifest, perms manifest.Permissio
 	return &permsCase{env: env, admin: admin, log: log, rt: rt}
 }
 
-// exhaustDeliveries plays an instance that died during every delivery of a
-// "lost" message: it takes the message maxDeliver times and never settles
-// it. The runtime's next pull gets it once more (the consumer's own
-// MaxDeliver is unlimited) and must dead-letter it without the handler.
+// exhaustDeliveries plays an instance that died during every delivery of
+// the "lost" and "repeat" messages: it takes them maxDeliver times and never
+// settles them. The runtime's next pull gets each once more (the consumer's
+// own MaxDeliver is unlimited) and must dead-letter it without the handler.
+// "repeat" plays, besides, an instance that died after storing its dead
+// letter and before its Term: the runtime's dead letter is acknowledged as a
+// duplicate, and it reads the stored one back (the dead-letter stream's info
+// and MSG.GET) to tell a repeat from an ID that names another message.
 func exhaustDeliveries(t *testing.T, env *testEnv) {
 	t.Helper()
 	env.publish("test.in", "lost")
+	ack, err := env.js.Publish(context.Background(), "test.in", []byte("repeat"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	c, err := env.js.Consumer(context.Background(), "TEST", "fn")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for delivery := 1; delivery <= 2; delivery++ {
-		batch, err := c.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+		batch, err := c.Fetch(2, jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -287,22 +294,30 @@ func exhaustDeliveries(t *testing.T, env *testEnv) {
 		for range batch.Messages() {
 			n++
 		}
-		if n != 1 {
-			t.Fatalf("delivery %d of the lost message: got %d messages", delivery, n)
+		if n != 2 {
+			t.Fatalf("delivery %d of the lost messages: got %d messages", delivery, n)
 		}
 	}
-	storeDeadLetterBeforeTerm(t, env, "lost", 1)
+	storeDeadLetter(t, env, ack.Sequence)
 }
 
-// storeDeadLetterBeforeTerm plays an instance that stored the dead letter
-// of message seq and died before its Term: the runtime's own dead letter
-// is then a duplicate, which it reads back before it Terms the message.
-func storeDeadLetterBeforeTerm(t *testing.T, env *testEnv, data string, seq uint64) {
+// storeDeadLetter stores the dead letter that "fn" makes for TEST's message
+// seq, as the instance that died before its Term left it.
+func storeDeadLetter(t *testing.T, env *testEnv, seq uint64) {
 	t.Helper()
-	msg := jetfn.Msg{Subject: "test.in", Data: []byte(data), Stream: "TEST", StreamSequence: seq,
-		StreamIdentity: streamIdentityOf(t, env.js, "TEST"), NumDelivered: 3}
-	dl := newDeadLetter("fn", msg, errExhausted(2))
-	if _, err := env.js.PublishMsg(context.Background(), dl.natsMsg("deadletter.fn")); err != nil {
+	s, err := env.js.Stream(context.Background(), "TEST")
+	if err != nil {
+		t.Fatal(err)
+	}
+	identity := StreamIdentity(s.CachedInfo().Created)
+	msg := nats.NewMsg("deadletter.fn")
+	msg.Data = []byte("repeat")
+	msg.Header.Set(jetstream.MsgIDHeader, DeadLetterMsgID("fn", "TEST", identity, seq))
+	msg.Header.Set(HeaderFunction, "fn")
+	msg.Header.Set(HeaderOriginalStream, "TEST")
+	msg.Header.Set(HeaderOriginalStreamIdentity, identity)
+	msg.Header.Set(HeaderStreamSequence, strconv.FormatUint(seq, 10))
+	if _, err := env.js.PublishMsg(context.Background(), msg); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -376,3 +376,17 @@ func TestRemoteProbeDoesNotHideAReply(t *testing.T) {
 		t.Fatal("a probe sent after the last reply found no instance, and readiness passes")
 	}
 }
+
+// TestRemoteUnknownBeforeObserved: before any request or probe has seen
+// the endpoint, readiness must not pass; it would promise a responder
+// nobody has seen.
+func TestRemoteUnknownBeforeObserved(t *testing.T) {
+	s := newRemoteState("remote.fn")
+	if err := s.problem(); err == nil || !strings.Contains(err.Error(), "no responder known yet on remote remote.fn") {
+		t.Fatalf("problem() before any observation = %v, want no responder known yet", err)
+	}
+	s.probed(1, time.Now())
+	if err := s.problem(); err != nil {
+		t.Fatalf("after a probe found one instance: %v", err)
+	}
+}

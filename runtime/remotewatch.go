@@ -21,7 +21,10 @@ const remoteProbeWindow = 500 * time.Millisecond
 // request (a reply proves a responder; a no-responders status, which the
 // server sends at once, proves none) and the runtime's probe
 // (watchRemotes), which also counts the instances for status. /readyz
-// fails while it says no responders.
+// fails while it says no responders, and before either has said anything:
+// the first probe collects answers for remoteProbeWindow after the
+// binding starts, and passing meanwhile would promise a responder nobody
+// has seen.
 type remoteState struct {
 	subject string
 
@@ -31,7 +34,7 @@ type remoteState struct {
 	noneSince time.Time
 	// observed is when the observation behind none was made: a probe's
 	// answer is as old as its question, and a reply that came after the
-	// question is newer.
+	// question is newer. Zero until the first observation.
 	observed time.Time
 }
 
@@ -69,6 +72,9 @@ func (s *remoteState) probed(instances int, asked time.Time) {
 func (s *remoteState) problem() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.observed.IsZero() {
+		return fmt.Errorf("no responder known yet on remote %s: the first discovery probe has not answered", s.subject)
+	}
 	if !s.none {
 		return nil
 	}

@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jetfn/jetfn/events"
+	"github.com/jetfn/jetfn/natsconn"
 	"github.com/jetfn/jetfn/publish"
 )
 
@@ -54,6 +55,9 @@ type CallOptions struct {
 	// session publishes carries it, so its whole path through jetfn is one
 	// trace (see tracing.go).
 	Tracer trace.Tracer
+	// NATS are the credentials and TLS settings of every connection the
+	// simulation makes (the NATS_* variables of the other commands).
+	NATS natsconn.Settings
 }
 
 // DefaultCallOptions is one call of 12 segments, 2 of them late.
@@ -103,12 +107,12 @@ func Call(ctx context.Context, natsURL string, db *mongo.Database, out io.Writer
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
 	sessions := newCallSessions(opts.Sessions)
-	waiter, err := watchProcessed(natsURL, sessions)
+	waiter, err := watchProcessed(natsURL, opts.NATS, sessions)
 	if err != nil {
 		return err
 	}
 	defer waiter.close()
-	client, err := publish.Connect(natsURL, opts.Logger)
+	client, err := publish.Connect(natsURL, opts.Logger, publish.WithSettings(opts.NATS))
 	if err != nil {
 		return err
 	}
@@ -243,10 +247,10 @@ type processedWaiter struct {
 
 // watchProcessed subscribes before anything is published, so no
 // notification can slip past.
-func watchProcessed(natsURL string, sessions []callSession) (*processedWaiter, error) {
-	nc, err := nats.Connect(natsURL, nats.Name("jetfn-simulate"))
+func watchProcessed(natsURL string, settings natsconn.Settings, sessions []callSession) (*processedWaiter, error) {
+	nc, err := connect(natsURL, settings, "jetfn-simulate")
 	if err != nil {
-		return nil, fmt.Errorf("connecting to NATS: %w", err)
+		return nil, err
 	}
 	w := &processedWaiter{nc: nc, waiting: map[string]chan struct{}{}}
 	for _, s := range sessions {

@@ -15,6 +15,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/jetfn/jetfn/events"
+	"github.com/jetfn/jetfn/natsconn"
 	"github.com/jetfn/jetfn/publish"
 )
 
@@ -37,6 +38,9 @@ type RecordingOptions struct {
 	Timeout time.Duration
 	// Logger receives the publisher's errors; nil discards them.
 	Logger *slog.Logger
+	// NATS are the credentials and TLS settings of every connection the
+	// simulation makes (the NATS_* variables of the other commands).
+	NATS natsconn.Settings
 }
 
 // DefaultRecordingOptions is the start/stop/delete run with a 30s timeout.
@@ -67,12 +71,12 @@ func Recording(ctx context.Context, natsURL string, db *mongo.Database, out io.W
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
 	script := recordingScript("sim-rec-"+randomHex(4), "sim-conv-"+randomHex(4), time.Now(), opts.NeverStarted)
-	notices, stop, err := watchNotices(natsURL, script[0].ConversationID)
+	notices, stop, err := watchNotices(natsURL, opts.NATS, script[0].ConversationID)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	if err := playRecording(ctx, natsURL, out, script, opts.Logger); err != nil {
+	if err := playRecording(ctx, natsURL, out, script, opts); err != nil {
 		return err
 	}
 	if err := printNotices(ctx, out, notices, script); err != nil {
@@ -108,10 +112,10 @@ func recordingScript(recordingID, conversationID string, end time.Time, neverSta
 
 // watchNotices subscribes to the conversation's notices before anything is
 // published, so none is missed.
-func watchNotices(natsURL, conversationID string) (<-chan *nats.Msg, func(), error) {
-	nc, err := nats.Connect(natsURL, nats.Name("jetfn-simulate-recording"))
+func watchNotices(natsURL string, settings natsconn.Settings, conversationID string) (<-chan *nats.Msg, func(), error) {
+	nc, err := connect(natsURL, settings, "jetfn-simulate-recording")
 	if err != nil {
-		return nil, nil, fmt.Errorf("connecting to NATS: %w", err)
+		return nil, nil, err
 	}
 	ch := make(chan *nats.Msg, 64)
 	if _, err := nc.ChanSubscribe(events.RecordingNoticeSubject(conversationID), ch); err != nil {
@@ -125,8 +129,8 @@ func watchNotices(natsURL, conversationID string) (<-chan *nats.Msg, func(), err
 	return ch, nc.Close, nil
 }
 
-func playRecording(ctx context.Context, natsURL string, out io.Writer, script []events.RecordingEvent, log *slog.Logger) error {
-	client, err := publish.Connect(natsURL, log)
+func playRecording(ctx context.Context, natsURL string, out io.Writer, script []events.RecordingEvent, opts RecordingOptions) error {
+	client, err := publish.Connect(natsURL, opts.Logger, publish.WithSettings(opts.NATS))
 	if err != nil {
 		return err
 	}

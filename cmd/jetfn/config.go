@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/caarlos0/env/v11"
+
+	"github.com/jetfn/jetfn/natsconn"
 )
 
 // Config is every setting jetfn reads from the environment. Only main reads
@@ -32,7 +34,7 @@ type Config struct {
 	// ConsoleToken allows the console's actions to whoever signs in with
 	// it (`jetfn console`, `jetfn dev`); never logged.
 	ConsoleToken string `env:"JETFN_CONSOLE_TOKEN"`
-	NATS         NATSAuth
+	NATS         natsconn.Settings
 
 	// Flags of `run`, not environment variables.
 	AllowShortWindow bool   `env:"-"`
@@ -73,7 +75,7 @@ func (c Config) validate() error {
 			errs = append(errs, fmt.Errorf("MONGO_CA_FILE: %w", err))
 		}
 	}
-	if err := c.NATS.validate(); err != nil {
+	if err := c.NATS.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return usageError(errors.Join(errs...))

@@ -20,6 +20,7 @@ import (
 	"github.com/jetfn/jetfn/functions"
 	"github.com/jetfn/jetfn/manifest"
 	"github.com/jetfn/jetfn/metrics"
+	"github.com/jetfn/jetfn/natsconn"
 	"github.com/jetfn/jetfn/runtime"
 )
 
@@ -200,8 +201,8 @@ func startManifest(ctx context.Context, cfg Config, js jetstream.JetStream) (*ma
 // though, a connection that fails (a wrong CA, an expired certificate, a bad
 // credential, no server) is one clear line and exit code 2, not a retry loop
 // that hides it. The returned channel closes when the connection is closed.
-func connectNATS(natsURL string, auth NATSAuth, log *slog.Logger) (*nats.Conn, <-chan struct{}, error) {
-	authOpts, err := auth.options()
+func connectNATS(natsURL string, auth natsconn.Settings, log *slog.Logger) (*nats.Conn, <-chan struct{}, error) {
+	authOpts, err := auth.Options()
 	if err != nil {
 		return nil, nil, usageError(err)
 	}
@@ -246,7 +247,7 @@ func drainNATS(nc *nats.Conn, closed <-chan struct{}, log *slog.Logger) {
 func connectMongo(ctx context.Context, uri, caFile string, timeout time.Duration) (*mongo.Client, error) {
 	opts := options.Client().ApplyURI(uri).SetServerSelectionTimeout(timeout)
 	if caFile != "" {
-		tlsCfg, err := NATSAuth{CAFile: caFile}.tlsConfig()
+		tlsCfg, err := natsconn.Settings{CAFile: caFile}.TLSConfig()
 		if err != nil {
 			return nil, usageError(fmt.Errorf("MONGO_CA_FILE: %w", errors.Unwrap(err)))
 		}

@@ -53,7 +53,7 @@ func simulateCall(ctx context.Context, cfg Config, args []string, out, errOut io
 		return err
 	}
 	defer stopTracing()
-	opts.Logger = log
+	opts.Logger, opts.NATS = log, cfg.NATS
 	if tp != nil {
 		opts.Tracer = tp.TracerProvider().Tracer("github.com/jetfn/jetfn/simulate")
 	}
@@ -102,7 +102,7 @@ const startStackHint = "start `go tool task run` first, in another terminal"
 
 // reachNATS connects to NATS_URL once, with stackTimeout, and closes.
 func reachNATS(cfg Config) error {
-	authOpts, err := cfg.NATS.options()
+	authOpts, err := cfg.NATS.Options()
 	if err != nil {
 		return usageError(err)
 	}

@@ -22,7 +22,7 @@ func simulateRecording(ctx context.Context, cfg Config, args []string, out, errO
 	if err := opts.Validate(); err != nil {
 		return usageError(err)
 	}
-	opts.Logger = cfg.newLogger(errOut)
+	opts.Logger, opts.NATS = cfg.newLogger(errOut), cfg.NATS
 	return withMongo(ctx, cfg, func(db *mongo.Database) error {
 		return simulate.Recording(ctx, cfg.NATSURL, db, out, opts)
 	})

@@ -66,15 +66,10 @@ func StartSecuredCluster(t testing.TB, n int, perms manifest.Permissions) *Clust
 
 // serverPermissions turns generated permissions into nats-server's form.
 func serverPermissions(p manifest.Permissions) *server.Permissions {
-	sp := &server.Permissions{
+	return &server.Permissions{
 		Publish:   &server.SubjectPermission{Allow: p.Publish},
 		Subscribe: &server.SubjectPermission{Allow: p.Subscribe},
 	}
-	if p.AllowResponses {
-		sp.Response = &server.ResponsePermission{MaxMsgs: server.DEFAULT_ALLOW_RESPONSE_MAX_MSGS,
-			Expires: server.DEFAULT_ALLOW_RESPONSE_EXPIRATION}
-	}
-	return sp
 }
 
 func startCluster(t testing.TB, n int, users []*server.User) *Cluster {

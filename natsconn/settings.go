@@ -1,4 +1,4 @@
-package main
+package natsconn
 
 import (
 	"crypto/tls"
@@ -10,11 +10,13 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// NATSAuth is how jetfn authenticates to NATS and secures the connection.
-// Every field comes from the environment; secret values (password, token,
-// the contents of the credentials and seed files) are never logged, and
-// errors name the variable, not its value.
-type NATSAuth struct {
+// Settings are how a client authenticates to NATS and secures the
+// connection. The env tags are the variables every jetfn command reads
+// (caarlos0/env fills the struct from them), and a service using package
+// publish can read the same ones. Secret values (password, token, the
+// contents of the credentials and seed files) are never logged, and errors
+// name the variable, not its value.
+type Settings struct {
 	CredsFile   string `env:"NATS_CREDS"`     // JWT + nkey seed (.creds)
 	NkeySeed    string `env:"NATS_NKEY_SEED"` // nkey seed file
 	User        string `env:"NATS_USER"`
@@ -27,7 +29,9 @@ type NATSAuth struct {
 	InboxPrefix string `env:"NATS_INBOX_PREFIX"`
 }
 
-func (a NATSAuth) validate() error {
+// Validate reports every problem at once: two authentication methods, half
+// a user/password or certificate/key pair, a file that cannot be read.
+func (a Settings) Validate() error {
 	var errs []error
 	methods := 0
 	for _, set := range []bool{a.CredsFile != "", a.NkeySeed != "", a.User != "", a.Token != ""} {
@@ -56,8 +60,8 @@ func (a NATSAuth) validate() error {
 	return errors.Join(errs...)
 }
 
-// options turns the settings into nats.go options.
-func (a NATSAuth) options() ([]nats.Option, error) {
+// Options turns the settings into nats.go options.
+func (a Settings) Options() ([]nats.Option, error) {
 	var opts []nats.Option
 	switch {
 	case a.CredsFile != "":
@@ -74,7 +78,7 @@ func (a NATSAuth) options() ([]nats.Option, error) {
 		opts = append(opts, nats.Token(a.Token))
 	}
 	if a.CAFile != "" || a.CertFile != "" {
-		cfg, err := a.tlsConfig()
+		cfg, err := a.TLSConfig()
 		if err != nil {
 			return nil, err
 		}
@@ -89,7 +93,9 @@ func (a NATSAuth) options() ([]nats.Option, error) {
 	return opts, nil
 }
 
-func (a NATSAuth) tlsConfig() (*tls.Config, error) {
+// TLSConfig is TLS 1.2 or later, trusting NATS_CA (else the system's roots)
+// and presenting NATS_CERT/NATS_KEY when set.
+func (a Settings) TLSConfig() (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if a.CAFile != "" {
 		pem, err := os.ReadFile(a.CAFile)
