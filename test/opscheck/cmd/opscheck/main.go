@@ -1,0 +1,152 @@
+// Command opscheck is the long run of the operations-and-faults checker
+// (package test/opscheck): one or more seeded runs, each a fresh system,
+// and a tally of what broke.
+//
+//	go run ./test/opscheck/cmd/opscheck -runs 10 -duration 3m -instances 3
+//	go run ./test/opscheck/cmd/opscheck -seed 42 -duration 45s   # replays seed 42
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jetfn/jetfn/test/opscheck"
+)
+
+func main() {
+	os.Exit(run())
+}
+
+type config struct {
+	seed    uint64
+	runs    int
+	opts    opscheck.Options
+	dir     string
+	history bool
+}
+
+func parse() (config, error) {
+	fs := flag.NewFlagSet("opscheck", flag.ContinueOnError)
+	var c config
+	seed := fs.Uint64("seed", 0, "seed of the first run (0: derived from the clock); run i uses seed+i")
+	fs.IntVar(&c.runs, "runs", 1, "how many runs, each with its own seed and a fresh system")
+	fs.DurationVar(&c.opts.Duration, "duration", 3*time.Minute, "publishes and faults per run")
+	fs.IntVar(&c.opts.Instances, "instances", 3, "jetfn instances")
+	fs.IntVar(&c.opts.Nodes, "nodes", 1, "nats-server processes: 1, or 3 for a cluster with R3 streams")
+	fs.DurationVar(&c.opts.Settle, "settle", 90*time.Second, "bound on the time to settle after the faults")
+	prune := fs.String("prune", "", "true or false: run the instances with or without --prune (default: the seed decides)")
+	weights := fs.String("weights", "", "nemesis weights, e.g. deploy=5,partition-remote=2 (others keep their default; 0 disables)")
+	fs.StringVar(&c.dir, "dir", "", "keep stores, revisions and logs here (default: a temp dir, removed)")
+	fs.BoolVar(&c.history, "history", false, "print the whole history of a failed run")
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		return c, err
+	}
+	c.seed = *seed
+	if c.seed == 0 {
+		c.seed = uint64(time.Now().UnixNano())
+	}
+	if *prune != "" {
+		p, err := strconv.ParseBool(*prune)
+		if err != nil {
+			return c, fmt.Errorf("-prune: %w", err)
+		}
+		c.opts.Prune = &p
+	}
+	w, err := parseWeights(*weights)
+	c.opts.Weights = w
+	return c, err
+}
+
+// parseWeights overrides the default weights with kind=n pairs.
+func parseWeights(s string) (opscheck.Weights, error) {
+	w := maps.Clone(opscheck.DefaultWeights)
+	if s == "" {
+		return w, nil
+	}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		n, err := strconv.Atoi(v)
+		if !ok || err != nil || n < 0 {
+			return nil, fmt.Errorf("-weights: %q is not kind=n", kv)
+		}
+		w[opscheck.Kind(k)] = n
+	}
+	return w, nil
+}
+
+func run() int {
+	c, err := parse()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "opscheck:", err)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root, err := os.MkdirTemp(c.dir, "opscheck-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "opscheck:", err)
+		return 2
+	}
+	if c.dir == "" {
+		defer os.RemoveAll(root)
+	}
+	bins, err := opscheck.Build(ctx, root)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "opscheck:", err)
+		return 2
+	}
+	c.opts.Bins, c.opts.Log = bins, log
+	return runAll(ctx, c, root)
+}
+
+// runAll runs every seed and prints a tally: per kind of violation, the
+// seeds that showed it.
+func runAll(ctx context.Context, c config, root string) int {
+	tally := map[string][]uint64{}
+	failed := 0
+	for i := range c.runs {
+		opts := c.opts
+		opts.Seed = c.seed + uint64(i)
+		opts.Dir = fmt.Sprintf("%s/run-%d", root, opts.Seed)
+		if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+			fmt.Fprintln(os.Stderr, "opscheck:", err)
+			return 2
+		}
+		res, err := opscheck.Run(ctx, opts)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "opscheck: seed %d: %v\n", opts.Seed, err)
+			return 2
+		}
+		if res.OK() {
+			fmt.Println(res.Summary())
+			continue
+		}
+		failed++
+		res.Report(os.Stdout)
+		if c.history {
+			res.History.Write(os.Stdout, res.History.Events())
+		}
+		for _, k := range res.Kinds() {
+			tally[k] = append(tally[k], opts.Seed)
+		}
+	}
+	fmt.Printf("\n%d of %d runs failed\n", failed, c.runs)
+	for _, k := range slices.Sorted(maps.Keys(tally)) {
+		fmt.Printf("  %-50s %d runs: seeds %v\n", k, len(tally[k]), tally[k])
+	}
+	if failed > 0 {
+		return 1
+	}
+	return 0
+}
