@@ -11,6 +11,7 @@ import (
 type Violation struct {
 	Token    string
 	What     string
+	Suspects []string
 	Evidence []string
 }
 
@@ -44,6 +45,10 @@ type observed struct {
 	outputs   []output
 	effects   *effects
 	deletions []deletion
+	// live is every revision in the order it became live; settleStart is
+	// when the settle phase began.
+	live        []liveRev
+	settleStart time.Time
 }
 
 // tokenView gathers what is known about one token.
@@ -64,9 +69,10 @@ type tokenView struct {
 // check verifies every token's promise and returns what is broken.
 func check(o *observed) []Violation {
 	views := o.views()
+	diag := newDiagnosis(o)
 	var out []Violation
 	for _, tok := range o.book.order {
-		out = append(out, views[tok].violations()...)
+		out = append(out, views[tok].violations(diag)...)
 	}
 	for tok := range views {
 		if o.book.inputs[tok] == nil {
@@ -150,7 +156,7 @@ func (t *tokenView) effectRange() (lo, hi int) {
 	return lo, hi
 }
 
-func (t *tokenView) violations() []Violation {
+func (t *tokenView) violations(diag *diagnosis) []Violation {
 	var what []string
 	if t.in.Poison == Good {
 		what = t.goodViolations()
@@ -159,7 +165,7 @@ func (t *tokenView) violations() []Violation {
 	}
 	out := make([]Violation, 0, len(what))
 	for _, w := range what {
-		out = append(out, Violation{Token: t.in.Token, What: w, Evidence: t.evidence()})
+		out = append(out, Violation{Token: t.in.Token, What: w, Suspects: diag.suspects(t, w), Evidence: t.evidence()})
 	}
 	return out
 }

@@ -118,6 +118,7 @@ func (s *system) rollback(ctx context.Context) (string, error) {
 	if err != nil {
 		return out, nil
 	}
+	s.live = append(s.live, liveRev{At: time.Now(), M: m})
 	return out + "; now " + describeManifest(m), nil
 }
 

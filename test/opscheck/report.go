@@ -37,6 +37,19 @@ func (r *Result) kinds() string {
 	return strings.Join(parts, ", ")
 }
 
+// Suspects counts the violations by suspect mechanism (the first part of
+// each suspect, before any detail in parentheses).
+func (r *Result) Suspects() map[string]int {
+	out := map[string]int{}
+	for _, v := range r.Violations {
+		for _, s := range v.Suspects {
+			name, _, _ := strings.Cut(s, " (")
+			out[name]++
+		}
+	}
+	return out
+}
+
 // Kinds lists the kinds of violation the run found, sorted.
 func (r *Result) Kinds() []string {
 	seen := map[string]int{}
@@ -60,6 +73,10 @@ func (r *Result) Command() string {
 func (r *Result) Report(w io.Writer) {
 	fmt.Fprintln(w, r.Summary())
 	fmt.Fprintln(w, "replay:", r.Command())
+	sus := r.Suspects()
+	for _, k := range slices.Sorted(maps.Keys(sus)) {
+		fmt.Fprintf(w, "suspect ×%d: %s\n", sus[k], k)
+	}
 	shown := map[string]int{}
 	for _, v := range r.Violations {
 		if shown[v.What] >= shownPerKind {
@@ -71,6 +88,9 @@ func (r *Result) Report(w io.Writer) {
 			fmt.Fprintf(w, ": input %s", v.Token)
 		}
 		fmt.Fprintln(w)
+		for _, sus := range v.Suspects {
+			fmt.Fprintln(w, "  suspect: "+sus)
+		}
 		for _, e := range v.Evidence {
 			fmt.Fprintln(w, "  "+e)
 		}
@@ -103,13 +123,28 @@ func (r *Result) minimal(tok string) []Event {
 	if to.Sub(from) < 5*time.Second {
 		to = from.Add(r.Schedule.Duration)
 	}
+	live := lastRevisionOp(evs, from)
 	var out []Event
 	for _, e := range evs {
-		if e.Token == tok || (!e.At.Before(from) && !e.At.After(to) && r.touches(e, fam)) {
+		inWindow := !e.At.Before(from) && !e.At.After(to) && r.touches(e, fam)
+		if e.Token == tok || inWindow || (e.Op == live && e.Token == "") {
 			out = append(out, e)
 		}
 	}
+	slices.SortStableFunc(out, func(a, b Event) int { return a.At.Compare(b.At) })
 	return out
+}
+
+// lastRevisionOp is the last deploy or rollback that ended before t: the
+// revision live when the input was published (-2 if none).
+func lastRevisionOp(evs []Event, t time.Time) int {
+	last := -2
+	for _, e := range evs {
+		if e.Op >= 0 && e.Phase == OK && !e.At.After(t) && (e.Kind == string(KDeploy) || e.Kind == string(KRollback)) {
+			last = e.Op
+		}
+	}
+	return last
 }
 
 // touches reports whether a non-publish event may concern an input of fam.

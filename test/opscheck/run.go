@@ -201,7 +201,7 @@ func (s *system) observe(ctx context.Context) (*observed, error) {
 		return nil, err
 	}
 	return &observed{book: s.book, dls: s.dl.all(), replays: s.replays.all(), outputs: outs, effects: eff,
-		deletions: s.deletions}, nil
+		deletions: s.deletions, live: s.live, settleStart: s.settleStart}, nil
 }
 
 func (s *system) logPaths() []string {

@@ -20,6 +20,7 @@ const settleRounds = 3
 // that took; an error means it did not settle within bound.
 func (s *system) settle(ctx context.Context, bound time.Duration) (time.Duration, error) {
 	start := time.Now()
+	s.settleStart = start
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	s.hist.Info("settle", fmt.Sprintf("faults over; healing, deploying the base revision, bound %s", bound))

@@ -36,14 +36,16 @@ type system struct {
 	instances []*instance
 	wg        sync.WaitGroup // the instances' supervisors
 
-	nc        *nats.Conn
-	js        jetstream.JetStream
-	mc        *mongo.Client
-	dl        *dlObserver
-	book      *ledger
-	replays   replays
-	deletions []deletion
-	revs      int
+	nc          *nats.Conn
+	js          jetstream.JetStream
+	mc          *mongo.Client
+	dl          *dlObserver
+	book        *ledger
+	replays     replays
+	deletions   []deletion
+	live        []liveRev
+	settleStart time.Time
+	revs        int
 }
 
 // binaries are built once per process: every run of a long check shares
@@ -144,7 +146,8 @@ func (s *system) jetfnCLI(ctx context.Context, args ...string) (string, error) {
 
 // deploy stores r as the deployment's next revision with `jetfn deploy`.
 func (s *system) deploy(ctx context.Context, r Revision) (string, error) {
-	if _, err := r.check(s.window, s.replicas); err != nil {
+	m, err := r.check(s.window, s.replicas)
+	if err != nil {
 		return "", err
 	}
 	s.revs++
@@ -153,6 +156,9 @@ func (s *system) deploy(ctx context.Context, r Revision) (string, error) {
 		return "", err
 	}
 	out, err := s.jetfnCLI(ctx, "deploy", "--manifest", path, "--deployment", deployment, "--yes")
+	if err == nil {
+		s.live = append(s.live, liveRev{At: time.Now(), M: m})
+	}
 	return lastLine(out), err
 }
 

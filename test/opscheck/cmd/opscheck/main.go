@@ -113,7 +113,7 @@ func run() int {
 // runAll runs every seed and prints a tally: per kind of violation, the
 // seeds that showed it.
 func runAll(ctx context.Context, c config, root string) int {
-	tally := map[string][]uint64{}
+	tally, suspects := map[string][]uint64{}, map[string][]uint64{}
 	failed := 0
 	for i := range c.runs {
 		opts := c.opts
@@ -140,13 +140,24 @@ func runAll(ctx context.Context, c config, root string) int {
 		for _, k := range res.Kinds() {
 			tally[k] = append(tally[k], opts.Seed)
 		}
+		for k := range res.Suspects() {
+			suspects[k] = append(suspects[k], opts.Seed)
+		}
 	}
-	fmt.Printf("\n%d of %d runs failed\n", failed, c.runs)
-	for _, k := range slices.Sorted(maps.Keys(tally)) {
-		fmt.Printf("  %-50s %d runs: seeds %v\n", k, len(tally[k]), tally[k])
-	}
+	fmt.Printf("\n%d of %d runs failed (%s each)\n", failed, c.runs, c.opts.Duration)
+	printTally("violations", tally, c.runs)
+	printTally("suspects", suspects, c.runs)
 	if failed > 0 {
 		return 1
 	}
 	return 0
+}
+
+// printTally prints, per key, in how many of the runs it showed and with
+// which seeds.
+func printTally(title string, t map[string][]uint64, runs int) {
+	fmt.Println(title + ":")
+	for _, k := range slices.Sorted(maps.Keys(t)) {
+		fmt.Printf("  %d of %d runs: %s (seeds %v)\n", len(t[k]), runs, k, t[k])
+	}
 }
