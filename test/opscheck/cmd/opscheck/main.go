@@ -33,6 +33,7 @@ type config struct {
 	opts    opscheck.Options
 	dir     string
 	history bool
+	plan    bool
 }
 
 func parse() (config, error) {
@@ -48,6 +49,7 @@ func parse() (config, error) {
 	weights := fs.String("weights", "", "nemesis weights, e.g. deploy=5,partition-remote=2 (others keep their default; 0 disables)")
 	fs.StringVar(&c.dir, "dir", "", "keep stores, revisions and logs here (default: a temp dir, removed)")
 	fs.BoolVar(&c.history, "history", false, "print the whole history of a failed run")
+	fs.BoolVar(&c.plan, "plan", false, "print each seed's nemesis operations and run nothing")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return c, err
 	}
@@ -89,6 +91,10 @@ func run() int {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "opscheck:", err)
 		return 2
+	}
+	if c.plan {
+		printPlans(c)
+		return 0
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -159,5 +165,18 @@ func printTally(title string, t map[string][]uint64, runs int) {
 	fmt.Println(title + ":")
 	for _, k := range slices.Sorted(maps.Keys(t)) {
 		fmt.Printf("  %d of %d runs: %s (seeds %v)\n", len(t[k]), runs, k, t[k])
+	}
+}
+
+// printPlans prints the nemesis operations each seed would run.
+func printPlans(c config) {
+	for i := range c.runs {
+		s := opscheck.Generate(c.seed+uint64(i), c.opts.Duration, c.opts.Instances, c.opts.Nodes, c.opts.Weights)
+		fmt.Printf("seed %d (prune %v):\n", s.Seed, s.Prune)
+		for _, op := range s.Ops {
+			if op.Kind != opscheck.KPublish {
+				fmt.Printf("  %4d %8s %-26s %s\n", op.Index, op.At, op.Kind, op.Describe())
+			}
+		}
 	}
 }
