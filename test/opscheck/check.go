@@ -2,7 +2,9 @@ package opscheck
 
 import (
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -29,6 +31,7 @@ const (
 	VNotSettled     = "not settled in bounded time"
 	VUntraceable    = "untraceable effect or output"
 	VLeftDeadLetter = "good input left dead-lettered"
+	VGoodRefused    = "good input dead-lettered as malformed or permanent"
 )
 
 // deletion is one deletion of an input stream by the nemesis.
@@ -49,6 +52,10 @@ type observed struct {
 	// when the settle phase began.
 	live        []liveRev
 	settleStart time.Time
+	// window is the output stream's duplicate window.
+	window time.Duration
+	// events is the history.
+	events []Event
 }
 
 // tokenView gathers what is known about one token.
@@ -64,6 +71,7 @@ type tokenView struct {
 	dls     map[uint64]*deadLetter
 	replays []replayRec
 	events  int
+	window  time.Duration
 }
 
 // check verifies every token's promise and returns what is broken.
@@ -94,6 +102,7 @@ func (o *observed) views() map[string]*tokenView {
 		t := get(tok)
 		t.in, t.mode, t.first, t.acked = o.book.inputs[tok], o.book.modes[tok], o.book.first[tok], o.book.acked[tok]
 		t.copies = o.book.copies[tok]
+		t.window = o.window
 		t.exposed = slices.ContainsFunc(o.deletions, func(d deletion) bool { return d.Stream == t.stream() && !d.End.Before(t.first) })
 	}
 	for tok, docs := range o.effects.docs {
@@ -185,8 +194,11 @@ func (t *tokenView) goodViolations() []string {
 	if d > hi {
 		out = append(out, VDupEffect)
 	}
-	if o > hi {
+	if o-t.lateReplayOutputs() > hi {
 		out = append(out, VDupOutput)
+	}
+	if slices.ContainsFunc(slices.Collect(maps.Values(t.dls)), refused) {
+		out = append(out, VGoodRefused)
 	}
 	if t.events > 1 {
 		out = append(out, VDoubleCount)
@@ -199,6 +211,28 @@ func (t *tokenView) goodViolations() []string {
 		out = append(out, VLeftDeadLetter)
 	}
 	return out
+}
+
+// refused reports a dead letter whose reason is not a transient failure.
+func refused(d *deadLetter) bool {
+	return strings.HasPrefix(d.Error, "malformed") || strings.HasPrefix(d.Error, "permanent")
+}
+
+// lateReplayOutputs counts the outputs a replay published more than the
+// duplicate window after the first: keeping the input's identity cannot
+// make the output stream drop those, so they break no promise.
+func (t *tokenView) lateReplayOutputs() int {
+	if len(t.replays) == 0 || len(t.outs) < 2 {
+		return 0
+	}
+	first := slices.MinFunc(t.outs, func(a, b output) int { return a.At.Compare(b.At) }).At
+	n := 0
+	for _, o := range t.outs {
+		if o.At.Sub(first) > t.window {
+			n++
+		}
+	}
+	return n
 }
 
 func (t *tokenView) poisonViolations() []string {

@@ -19,6 +19,9 @@ const (
 	SSeqCollision   = "a sequence-based ID was reused after the stream was recreated"
 	SFilterSkip     = "a revision left the input's subject out of its filter (or removed its function) before it was handled"
 	SConcurrentRuns = "two concurrent runs of one event both counted it"
+	SDiverged       = "an instance refused a revision the others applied (instances diverged)"
+	STabHeader      = "a TAB in a header value made a good input malformed"
+	SStrayStream    = "a stream outside the manifest stores the remote's subject: its PubAck was read as the reply"
 	SUnexplained    = "no suspect"
 )
 
@@ -35,6 +38,8 @@ type diagnosis struct {
 	settled  time.Time // when the settle phase deployed the base revision
 	docsByID map[string]document
 	dlsByID  map[string]*deadLetter
+	// refusals are when an instance logged that it refused a revision.
+	refusals []time.Time
 }
 
 func newDiagnosis(o *observed) *diagnosis {
@@ -46,6 +51,11 @@ func newDiagnosis(o *observed) *diagnosis {
 	}
 	for _, l := range o.dls {
 		d.dlsByID[l.MsgID] = l
+	}
+	for _, e := range o.events {
+		if strings.HasSuffix(e.Kind, " log") && strings.HasPrefix(e.Detail, "refused deployment revision") {
+			d.refusals = append(d.refusals, e.At)
+		}
 	}
 	return d
 }
@@ -60,6 +70,13 @@ func (d *diagnosis) suspects(t *tokenView, what string) []string {
 		out = d.missing(t)
 	case VDoubleCount:
 		out = []string{SConcurrentRuns}
+	case VGoodRefused:
+		out = d.refused(t)
+	case VLeftDeadLetter:
+		out = append(d.refused(t), d.missing(t)...)
+	}
+	if what == VMissingEffect || what == VLost {
+		out = append(out, d.refused(t)...)
 	}
 	if len(out) == 0 {
 		out = []string{SUnexplained}
@@ -117,6 +134,9 @@ func (d *diagnosis) missing(t *tokenView) []string {
 	if d.filteredOut(t) {
 		out = append(out, SFilterSkip)
 	}
+	if d.diverged(t) {
+		out = append(out, SDiverged)
+	}
 	for _, c := range t.copies {
 		key := c.Stream + ":" + fmt.Sprint(c.Seq)
 		if doc, ok := d.docsByID[key]; ok && c.Definite && doc.Token != t.in.Token && t.in.Family == Remote {
@@ -129,6 +149,12 @@ func (d *diagnosis) missing(t *tokenView) []string {
 		}
 	}
 	return out
+}
+
+// diverged reports whether an instance refused a revision between the
+// input's publish and the settle phase.
+func (d *diagnosis) diverged(t *tokenView) bool {
+	return slices.ContainsFunc(d.refusals, func(at time.Time) bool { return !at.Before(t.first) && at.Before(d.settled) })
 }
 
 // filteredOut reports whether a revision live between the input's publish
@@ -148,4 +174,17 @@ func (d *diagnosis) filteredOut(t *tokenView) bool {
 		}
 	}
 	return false
+}
+
+func (d *diagnosis) refused(t *tokenView) []string {
+	var out []string
+	for _, l := range t.dls {
+		switch {
+		case strings.Contains(l.Error, "control character") && t.in.Tab && !slices.Contains(out, STabHeader):
+			out = append(out, STabHeader)
+		case strings.Contains(l.Error, "reply contract") && !slices.Contains(out, SStrayStream):
+			out = append(out, SStrayStream)
+		}
+	}
+	return out
 }

@@ -46,6 +46,9 @@ const (
 	Schema Poison = "schema"
 	// Empty is an empty body.
 	Empty Poison = "empty"
+	// Status is an empty body with a Status header, as a careless bridge
+	// that forwards an HTTP response's headers might send.
+	Status Poison = "status"
 )
 
 // tokenHeader carries the input's token, so an input with an empty body
@@ -66,6 +69,9 @@ type Input struct {
 	Poison  Poison
 	// MsgID is the careful publisher's Nats-Msg-Id.
 	MsgID string
+	// Tab adds a header whose value holds a TAB, as a careless publisher
+	// copying a free-text field into a header might.
+	Tab bool
 }
 
 func (in *Input) event() string { return strings.TrimPrefix(in.Subject, "recording.") }
@@ -76,11 +82,18 @@ func (in *Input) Msg(withID bool) *nats.Msg {
 	if withID {
 		m.Header.Set(nats.MsgIdHdr, in.MsgID)
 	}
+	if in.Poison == Status {
+		m.Header.Set("Status", "100")
+		m.Header.Set("Description", "forwarded by a careless bridge")
+	}
+	if in.Tab {
+		m.Header.Set("Opscheck-Note", "careless\tpublisher")
+	}
 	return m
 }
 
 func (in *Input) payload() []byte {
-	if in.Poison == Empty {
+	if in.Poison == Empty || in.Poison == Status {
 		return nil
 	}
 	var v any

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/jetfn/jetfn/deploy"
 	"github.com/jetfn/jetfn/manifest"
 )
@@ -54,6 +56,8 @@ func (s *system) do(ctx context.Context, op Op) (string, error) {
 		return s.deleteStream(ctx, op.Family)
 	case KReplay:
 		return s.replayOp(ctx, op)
+	case KStrayStream:
+		return s.strayStream(ctx, op.For)
 	}
 	return "", fmt.Errorf("unknown operation %s", op.Kind)
 }
@@ -214,4 +218,20 @@ func (s *system) deleteStream(ctx context.Context, fam Family) (string, error) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// strayStream is an administrator's stream that stores the remote
+// function's request subject for d, then is deleted: JetStream answers
+// each request with a PubAck, racing the remote's reply.
+func (s *system) strayStream(ctx context.Context, d time.Duration) (string, error) {
+	_, err := s.js.CreateStream(ctx, jetstream.StreamConfig{Name: "STRAY", Subjects: []string{"greeter.handle"},
+		Storage: jetstream.MemoryStorage, Replicas: s.replicas})
+	if err != nil {
+		return "", fmt.Errorf("creating stream STRAY: %w", err)
+	}
+	sleep(ctx, d)
+	if err := s.js.DeleteStream(context.WithoutCancel(ctx), "STRAY"); err != nil {
+		return "", fmt.Errorf("deleting stream STRAY: %w", err)
+	}
+	return "stream STRAY stored greeter.handle for " + d.String(), nil
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -62,8 +63,16 @@ func (r *Result) Kinds() []string {
 // Command is how to run this schedule again.
 func (r *Result) Command() string {
 	s := r.Schedule
-	return fmt.Sprintf("go run ./test/opscheck/cmd/opscheck -seed %d -duration %s -instances %d -nodes %d -prune=%v",
-		s.Seed, s.Duration, s.Instances, s.Nodes, s.Prune)
+	cmd := fmt.Sprintf("go run ./test/opscheck/cmd/opscheck -seed %d -duration %s -instances %d -nodes %d -prune=%v -window %s",
+		s.Seed, s.Duration, s.Instances, s.Nodes, s.Prune, r.Window)
+	if s.Keep != nil {
+		keep := make([]string, len(s.Keep))
+		for i, k := range s.Keep {
+			keep[i] = strconv.Itoa(k)
+		}
+		cmd += " -keep " + strings.Join(keep, ",")
+	}
+	return cmd
 }
 
 // Report prints the summary, how to replay the seed, and for each kind of
@@ -123,11 +132,11 @@ func (r *Result) minimal(tok string) []Event {
 	if to.Sub(from) < 5*time.Second {
 		to = from.Add(r.Schedule.Duration)
 	}
-	live := lastRevisionOp(evs, from)
+	prior := r.priorOps(evs, from, fam)
 	var out []Event
 	for _, e := range evs {
 		inWindow := !e.At.Before(from) && !e.At.After(to) && r.touches(e, fam)
-		if e.Token == tok || inWindow || (e.Op == live && e.Token == "") {
+		if e.Token == tok || inWindow || (prior[e.Op] && e.Token == "") {
 			out = append(out, e)
 		}
 	}
@@ -135,16 +144,25 @@ func (r *Result) minimal(tok string) []Event {
 	return out
 }
 
-// lastRevisionOp is the last deploy or rollback that ended before t: the
-// revision live when the input was published (-2 if none).
-func lastRevisionOp(evs []Event, t time.Time) int {
-	last := -2
+// priorOps are the operations before t that set the scene for an input of
+// fam published at t: the last deploy or rollback (the revision live at
+// its publish) and the last deletion of its stream or consumer.
+func (r *Result) priorOps(evs []Event, t time.Time, fam Family) map[int]bool {
+	revision, deletion := -2, -2
 	for _, e := range evs {
-		if e.Op >= 0 && e.Phase == OK && !e.At.After(t) && (e.Kind == string(KDeploy) || e.Kind == string(KRollback)) {
-			last = e.Op
+		if e.Op < 0 || e.Phase != OK || e.At.After(t) {
+			continue
+		}
+		switch op := r.Schedule.Ops[e.Op]; op.Kind {
+		case KDeploy, KRollback:
+			revision = e.Op
+		case KDeleteStream, KDeleteConsumer, KDeleteConsumerAllDown:
+			if op.Family == fam {
+				deletion = e.Op
+			}
 		}
 	}
-	return last
+	return map[int]bool{revision: true, deletion: true}
 }
 
 // touches reports whether a non-publish event may concern an input of fam.

@@ -162,10 +162,14 @@ func writeFunction(b *strings.Builder, f fnRev, stream string) {
 
 // check runs jetfn's own checks on the revision (as `jetfn check` does):
 // the generator deploys only valid revisions.
-func (r Revision) check(window time.Duration, replicas int) (*manifest.Manifest, error) {
+func (r Revision) check(window time.Duration, replicas int, allowShort bool) (*manifest.Manifest, error) {
 	m, rep := manifest.Inspect("", r.YAML(window, replicas), functions.All())
+	problems := rep.Problems
+	if !allowShort {
+		problems = append(problems, rep.ShortWindows...)
+	}
 	var errs []error
-	for _, p := range append(rep.Problems, rep.ShortWindows...) {
+	for _, p := range problems {
 		errs = append(errs, p)
 	}
 	if len(errs) > 0 {

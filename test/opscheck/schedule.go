@@ -26,6 +26,18 @@ const (
 	KReplay                Kind = "dlq-replay"
 	KKillRemote            Kind = "kill-remote"
 	KPartitionRemote       Kind = "partition-remote"
+	KStrayStream           Kind = "stray-stream"
+)
+
+// Input variants. Their weights are percentages of the inputs, not
+// nemesis weights.
+const (
+	// WStatusHeader is the share of inputs sent with an empty body and a
+	// Status header (poison).
+	WStatusHeader Kind = "input-status-header"
+	// WTabHeader is the share of good inputs sent with a TAB in a header
+	// value.
+	WTabHeader Kind = "input-tab-header"
 )
 
 // Op is one scheduled operation. At is the earliest start, from the start
@@ -55,6 +67,9 @@ type Schedule struct {
 	Nodes     int
 	Prune     bool
 	Ops       []Op
+	// Keep, when not nil, lists the only nemesis operations that run (a
+	// shrunk schedule); publishes always run.
+	Keep []int
 }
 
 // lanes is how many publishers send at once.
@@ -67,8 +82,9 @@ type Weights map[Kind]int
 // DefaultWeights is the mix the checker runs unless told otherwise.
 var DefaultWeights = Weights{
 	KKillJetfn: 4, KKillAllJetfn: 1, KPauseJetfn: 2, KKillNATS: 2, KMongoOutage: 2,
-	KDeploy: 5, KRollback: 2, KDeleteConsumer: 2, KDeleteConsumerAllDown: 1, KDeleteStream: 1,
-	KReplay: 2, KKillRemote: 2,
+	KDeploy: 5, KRollback: 2, KDeleteConsumer: 2, KDeleteConsumerAllDown: 2, KDeleteStream: 2,
+	KReplay: 2, KKillRemote: 2, KPartitionRemote: 2, KStrayStream: 1,
+	WStatusHeader: 2, WTabHeader: 3,
 }
 
 // generator draws every choice of a schedule from one seeded source.
@@ -120,9 +136,11 @@ func (g *generator) input() (*Input, Mode) {
 	if g.rng.IntN(100) >= 55 {
 		fam, subjects = Recording, recordingSubjects
 	}
-	poison := Poison(g.pick([]string{string(Good), string(Schema), string(Empty)}, []int{88, 8, 4}))
+	poison := Poison(g.pick([]string{string(Good), string(Schema), string(Empty), string(Status)},
+		[]int{88 - g.w[WStatusHeader], 8, 4, g.w[WStatusHeader]}))
 	g.n++
 	in := newInput(g.s.Seed, g.n, fam, subjects[g.rng.IntN(len(subjects))], poison)
+	in.Tab = poison == Good && g.rng.IntN(100) < g.w[WTabHeader]
 	if Mode(mode) == Careful && poison == Good {
 		g.good = append(g.good, in)
 	}
@@ -156,7 +174,7 @@ func (g *generator) kinds() ([]string, []int) {
 // allKinds orders the nemesis kinds, so a seed draws the same ones
 // whatever the map's order.
 var allKinds = []Kind{KKillJetfn, KKillAllJetfn, KPauseJetfn, KKillNATS, KMongoOutage, KDeploy, KRollback,
-	KDeleteConsumer, KDeleteConsumerAllDown, KDeleteStream, KReplay, KKillRemote, KPartitionRemote}
+	KDeleteConsumer, KDeleteConsumerAllDown, KDeleteStream, KReplay, KKillRemote, KPartitionRemote, KStrayStream}
 
 // fault draws the parameters of one nemesis operation.
 func (g *generator) fault(k Kind) Op {
@@ -179,6 +197,8 @@ func (g *generator) fault(k Kind) Op {
 		op.For = g.between(500*time.Millisecond, 5*time.Second)
 	case KPartitionRemote:
 		op.For = g.between(3*time.Second, 12*time.Second)
+	case KStrayStream:
+		op.For = g.between(time.Second, 5*time.Second)
 	case KDeploy:
 		r := g.revision()
 		op.Rev = &r
@@ -247,12 +267,16 @@ func (g *generator) pick(names []string, weights []int) string {
 func (op Op) Describe() string {
 	switch op.Kind {
 	case KPublish:
-		return fmt.Sprintf("%s %s %s on %s", op.Mode, op.Input.Family, poisonName(op.Input.Poison), op.Input.Subject)
+		tab := ""
+		if op.Input.Tab {
+			tab = " with a TAB in a header"
+		}
+		return fmt.Sprintf("%s %s %s on %s%s", op.Mode, op.Input.Family, poisonName(op.Input.Poison), op.Input.Subject, tab)
 	case KKillJetfn, KPauseJetfn:
 		return fmt.Sprintf("jetfn-%d for %s", op.Target+1, op.For)
 	case KKillNATS:
 		return fmt.Sprintf("node %d for %s", op.Target+1, op.For)
-	case KKillAllJetfn, KMongoOutage, KKillRemote, KPartitionRemote:
+	case KKillAllJetfn, KMongoOutage, KKillRemote, KPartitionRemote, KStrayStream:
 		return "for " + op.For.String()
 	case KDeploy:
 		return op.Rev.String()

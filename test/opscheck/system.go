@@ -28,6 +28,8 @@ type system struct {
 	window   time.Duration
 	replicas int
 	prune    bool
+	// allowShort runs deploy and the instances with --allow-short-window.
+	allowShort bool
 
 	jetfn     string
 	nats      *natsServers
@@ -118,6 +120,9 @@ func (s *system) startInstances(ctx context.Context, n int) error {
 	if s.prune {
 		args = append(args, "--prune")
 	}
+	if s.allowShort {
+		args = append(args, "--allow-short-window")
+	}
 	env := testkit.ChildEnv{NATSURL: s.nats.urls, MongoURI: s.mongo.ChildURI(), MongoDatabase: database, Args: args}
 	for i := range n {
 		in := newInstance(i+1, s.jetfn, s.dir, env, s.hist, &s.wg)
@@ -146,7 +151,7 @@ func (s *system) jetfnCLI(ctx context.Context, args ...string) (string, error) {
 
 // deploy stores r as the deployment's next revision with `jetfn deploy`.
 func (s *system) deploy(ctx context.Context, r Revision) (string, error) {
-	m, err := r.check(s.window, s.replicas)
+	m, err := r.check(s.window, s.replicas, s.allowShort)
 	if err != nil {
 		return "", err
 	}
@@ -155,7 +160,11 @@ func (s *system) deploy(ctx context.Context, r Revision) (string, error) {
 	if err := os.WriteFile(path, r.YAML(s.window, s.replicas), 0o644); err != nil {
 		return "", err
 	}
-	out, err := s.jetfnCLI(ctx, "deploy", "--manifest", path, "--deployment", deployment, "--yes")
+	args := []string{"deploy", "--manifest", path, "--deployment", deployment, "--yes"}
+	if s.allowShort {
+		args = append(args, "--allow-short-window")
+	}
+	out, err := s.jetfnCLI(ctx, args...)
 	if err == nil {
 		s.live = append(s.live, liveRev{At: time.Now(), M: m})
 	}

@@ -34,6 +34,7 @@ type config struct {
 	dir     string
 	history bool
 	plan    bool
+	shrink  int
 }
 
 func parse() (config, error) {
@@ -47,6 +48,10 @@ func parse() (config, error) {
 	fs.DurationVar(&c.opts.Settle, "settle", 90*time.Second, "bound on the time to settle after the faults")
 	prune := fs.String("prune", "", "true or false: run the instances with or without --prune (default: the seed decides)")
 	weights := fs.String("weights", "", "nemesis weights, e.g. deploy=5,partition-remote=2 (others keep their default; 0 disables)")
+	fs.DurationVar(&c.opts.Window, "window", 0, "duplicate window of the input and output streams (default: the smallest `jetfn check` accepts; shorter runs with --allow-short-window)")
+	keep := fs.String("keep", "", "comma-separated nemesis operations to run, from a shrunk failure's replay line (default: all)")
+	fs.IntVar(&c.shrink, "shrink", 0, "on a failure, up to this many more runs looking for a shorter nemesis that still fails")
+	ignore := fs.String("ignore", "", "comma-separated kinds of violation to leave out of the verdict")
 	fs.StringVar(&c.dir, "dir", "", "keep stores, revisions and logs here (default: a temp dir, removed)")
 	fs.BoolVar(&c.history, "history", false, "print the whole history of a failed run")
 	fs.BoolVar(&c.plan, "plan", false, "print each seed's nemesis operations and run nothing")
@@ -54,6 +59,19 @@ func parse() (config, error) {
 		return c, err
 	}
 	c.seed = *seed
+	if *ignore != "" {
+		c.opts.Ignore = strings.Split(*ignore, ",")
+	}
+	if *keep != "" {
+		c.opts.Keep = []int{}
+		for _, k := range strings.Split(*keep, ",") {
+			n, err := strconv.Atoi(k)
+			if err != nil {
+				return c, fmt.Errorf("-keep: %w", err)
+			}
+			c.opts.Keep = append(c.opts.Keep, n)
+		}
+	}
 	if c.seed == 0 {
 		c.seed = uint64(time.Now().UnixNano())
 	}
@@ -142,6 +160,15 @@ func runAll(ctx context.Context, c config, root string) int {
 		res.Report(os.Stdout)
 		if c.history {
 			res.History.Write(os.Stdout, res.History.Events())
+		}
+		if c.shrink > 0 {
+			shrunk, err := opscheck.Shrink(ctx, opts, res, c.shrink)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "opscheck: shrinking seed %d: %v\n", opts.Seed, err)
+			} else {
+				fmt.Printf("\nshrunk from %d to %d nemesis operations:\n", len(res.Schedule.Nemesis()), len(shrunk.Schedule.Nemesis()))
+				shrunk.Report(os.Stdout)
+			}
 		}
 		for _, k := range res.Kinds() {
 			tally[k] = append(tally[k], opts.Seed)
