@@ -33,18 +33,31 @@ func (s *system) settle(ctx context.Context, bound time.Duration) (time.Duration
 		s.hist.Info("settle", "base revision: "+detail)
 	}
 	for range settleRounds {
-		if err := s.waitQuiet(ctx); err != nil {
+		quiet, err := s.waitQuiet(ctx)
+		if err != nil {
 			return time.Since(start), err
 		}
 		n, err := s.replayGood(ctx)
 		if err != nil {
 			return time.Since(start), err
 		}
-		if n == 0 {
+		if n > 0 {
+			continue
+		}
+		if quiet {
 			return time.Since(start), nil
 		}
+		return time.Since(start), s.stalled(ctx)
 	}
-	return time.Since(start), s.waitQuiet(ctx)
+	if quiet, err := s.waitQuiet(ctx); err != nil || quiet {
+		return time.Since(start), err
+	}
+	return time.Since(start), s.stalled(ctx)
+}
+
+func (s *system) stalled(ctx context.Context) error {
+	state, _ := s.consumersQuiet(ctx)
+	return fmt.Errorf("not settled: stalled for %s with %s", stallAfter, state)
 }
 
 // heal ends whatever fault is left: every server, the remote and every
@@ -79,26 +92,39 @@ func (s *system) heal(ctx context.Context) error {
 	return nil
 }
 
+// stallAfter is how long both consumers may show the same state, with
+// something pending, before the settle phase calls them stalled: longer
+// than a whole retry cycle of one message (maxDeliver × (timeout +
+// backoff)), after which it is acked or dead-lettered.
+const stallAfter = 10 * time.Second
+
 // waitQuiet waits until both base consumers exist with the base filters
-// and have nothing pending or unacknowledged in two looks a second apart,
-// and the dead-letter observer has read everything.
-func (s *system) waitQuiet(ctx context.Context) error {
-	quietSince := time.Time{}
+// and have nothing pending or unacknowledged in looks a second apart, and
+// the dead-letter observer has read everything (true); or until their
+// state has not changed for stallAfter with something still pending
+// (false). The error is the settle bound passing first.
+func (s *system) waitQuiet(ctx context.Context) (bool, error) {
+	var quietSince, sameSince time.Time
 	var last string
 	for {
 		state, quiet := s.consumersQuiet(ctx)
-		last = state
+		if state != last {
+			last, sameSince = state, time.Now()
+		}
 		switch {
+		case !quiet && time.Since(sameSince) >= stallAfter:
+			s.hist.Info("settle", "stalled: "+state)
+			return false, nil
 		case !quiet:
 			quietSince = time.Time{}
 		case quietSince.IsZero():
 			quietSince = time.Now()
 		case time.Since(quietSince) >= time.Second && s.dl.poll(ctx):
-			return nil
+			return true, nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("not settled: %s", last)
+			return false, fmt.Errorf("not settled within the bound: %s", last)
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
@@ -131,8 +157,8 @@ func (s *system) consumerState(ctx context.Context, stream string, f fnRev) (str
 	if ci.Config.FilterSubject != "" {
 		filter = []string{ci.Config.FilterSubject}
 	}
-	st := fmt.Sprintf("%s/%s: filter %v, pending %d, ack pending %d, redelivered %d", stream, f.durable(), filter,
-		ci.NumPending, ci.NumAckPending, ci.NumRedelivered)
+	st := fmt.Sprintf("%s/%s: filter %v, pending %d, ack pending %d, redelivered %d, ack floor %d", stream, f.durable(), filter,
+		ci.NumPending, ci.NumAckPending, ci.NumRedelivered, ci.AckFloor.Stream)
 	return st, slices.Equal(filter, f.Filter) && ci.NumPending == 0 && ci.NumAckPending == 0
 }
 
