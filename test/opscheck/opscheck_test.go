@@ -37,9 +37,17 @@ func TestOpsCheck(t *testing.T) {
 		seed = n
 	}
 	t.Logf("seed %d (OPSCHECK_SEED=%d replays it)", seed, seed)
+	weights, err := ParseWeights(os.Getenv("OPSCHECK_WEIGHTS"))
+	if err != nil {
+		t.Fatalf("OPSCHECK_WEIGHTS: %v", err)
+	}
+	var ignore []string
+	if v := os.Getenv("OPSCHECK_IGNORE"); v != "" {
+		ignore = strings.Split(v, ",")
+	}
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
 	res, err := Run(t.Context(), Options{Dir: t.TempDir(), Seed: seed, Duration: 45 * time.Second,
-		Instances: 2, Nodes: 1, Settle: 45 * time.Second, Log: log})
+		Instances: 2, Nodes: 1, Settle: 45 * time.Second, Weights: weights, Ignore: ignore, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,10 @@ package opscheck
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -40,6 +43,15 @@ const (
 	WTabHeader Kind = "input-tab-header"
 )
 
+// Revision variants: the percentage of a deploy's revisions that change
+// each thing (for each function where it applies).
+const (
+	WRemove         Kind = "revision-remove"
+	WRenameDurable  Kind = "revision-rename-durable"
+	WRenameFunction Kind = "revision-rename-function"
+	WNarrow         Kind = "revision-narrow-filter"
+)
+
 // Op is one scheduled operation. At is the earliest start, from the start
 // of the operations phase; a nemesis op also waits for the one before it.
 type Op struct {
@@ -75,8 +87,8 @@ type Schedule struct {
 // lanes is how many publishers send at once.
 const lanes = 3
 
-// Weights are the nemesis's relative frequencies; a kind absent or zero
-// never happens.
+// Weights are the nemesis's relative frequencies (a kind absent or zero
+// never happens), and the percentages of the input and revision variants.
 type Weights map[Kind]int
 
 // DefaultWeights is the mix the checker runs unless told otherwise.
@@ -85,6 +97,7 @@ var DefaultWeights = Weights{
 	KDeploy: 5, KRollback: 2, KDeleteConsumer: 2, KDeleteConsumerAllDown: 2, KDeleteStream: 2,
 	KReplay: 2, KKillRemote: 2, KPartitionRemote: 2, KStrayStream: 1,
 	WStatusHeader: 2, WTabHeader: 3,
+	WRemove: 10, WRenameDurable: 25, WRenameFunction: 25, WNarrow: 40,
 }
 
 // generator draws every choice of a schedule from one seeded source.
@@ -221,20 +234,20 @@ func (g *generator) family() Family {
 func (g *generator) revision() Revision {
 	r := baseRevision()
 	for _, f := range []*fnRev{&r.Remote, &r.Recording} {
-		f.Present = g.rng.IntN(10) > 0
+		f.Present = !g.chance(WRemove)
 		f.AckWait = ackWaits[g.rng.IntN(len(ackWaits))]
 		f.Concurrency = []int{1, 2, 4}[g.rng.IntN(3)]
-		if g.rng.IntN(4) == 0 {
+		if g.chance(WRenameDurable) {
 			f.Durable = f.Name + "-2"
 		}
 	}
-	if g.rng.IntN(4) == 0 {
+	if g.chance(WRenameFunction) {
 		r.Remote.Name = remoteRenamed
 	}
-	if g.rng.IntN(5) < 2 {
+	if g.chance(WNarrow) {
 		r.Remote.Filter = remoteFilters[1+g.rng.IntN(len(remoteFilters)-1)]
 	}
-	if g.rng.IntN(5) < 2 {
+	if g.chance(WNarrow) {
 		r.Recording.Filter = recordingFilters[1+g.rng.IntN(len(recordingFilters)-1)]
 	}
 	if !r.Remote.Present && !r.Recording.Present {
@@ -242,6 +255,9 @@ func (g *generator) revision() Revision {
 	}
 	return r
 }
+
+// chance draws true with the percentage the weight of k gives.
+func (g *generator) chance(k Kind) bool { return g.rng.IntN(100) < g.w[k] }
 
 func (g *generator) between(lo, hi time.Duration) time.Duration {
 	return lo + time.Duration(g.rng.Int64N(int64(hi-lo)+1))
@@ -293,4 +309,22 @@ func poisonName(p Poison) string {
 		return "good"
 	}
 	return "poison/" + string(p)
+}
+
+// ParseWeights returns DefaultWeights with kind=n pairs (comma-separated)
+// replacing their entries: "deploy=8,input-tab-header=0".
+func ParseWeights(s string) (Weights, error) {
+	w := maps.Clone(DefaultWeights)
+	if s == "" {
+		return w, nil
+	}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		n, err := strconv.Atoi(v)
+		if !ok || err != nil || n < 0 {
+			return nil, fmt.Errorf("weights: %q is not kind=n", kv)
+		}
+		w[Kind(k)] = n
+	}
+	return w, nil
 }

@@ -82,26 +82,9 @@ func parse() (config, error) {
 		}
 		c.opts.Prune = &p
 	}
-	w, err := parseWeights(*weights)
+	w, err := opscheck.ParseWeights(*weights)
 	c.opts.Weights = w
 	return c, err
-}
-
-// parseWeights overrides the default weights with kind=n pairs.
-func parseWeights(s string) (opscheck.Weights, error) {
-	w := maps.Clone(opscheck.DefaultWeights)
-	if s == "" {
-		return w, nil
-	}
-	for _, kv := range strings.Split(s, ",") {
-		k, v, ok := strings.Cut(kv, "=")
-		n, err := strconv.Atoi(v)
-		if !ok || err != nil || n < 0 {
-			return nil, fmt.Errorf("-weights: %q is not kind=n", kv)
-		}
-		w[opscheck.Kind(k)] = n
-	}
-	return w, nil
 }
 
 func run() int {
