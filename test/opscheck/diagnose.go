@@ -20,6 +20,7 @@ const (
 	SFilterSkip     = "a revision left the input's subject out of its filter (or removed its function) before it was handled"
 	SConcurrentRuns = "two concurrent runs of one event both counted it"
 	SDiverged       = "an instance refused a revision the others applied (instances diverged)"
+	SStatusHeader   = "an empty message with a Status header was taken for a pull status and never handled"
 	STabHeader      = "a TAB in a header value made a good input malformed"
 	SStrayStream    = "a stream outside the manifest stores the remote's subject: its PubAck was read as the reply"
 	SUnexplained    = "no suspect"
@@ -131,6 +132,9 @@ func outputFunction(id string) string {
 
 func (d *diagnosis) missing(t *tokenView) []string {
 	var out []string
+	if t.in.Poison == Status {
+		out = append(out, SStatusHeader)
+	}
 	if d.filteredOut(t) {
 		out = append(out, SFilterSkip)
 	}

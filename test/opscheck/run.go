@@ -94,7 +94,8 @@ type Result struct {
 	Took        time.Duration
 	// Ignored counts violations of the kinds Options.Ignore names.
 	Ignored int
-	logs    []string
+	// Dir holds the run's stores, revisions and logs.
+	Dir string
 }
 
 // OK reports whether every promise held.
@@ -172,7 +173,7 @@ func RunSchedule(ctx context.Context, opts Options, sched *Schedule) (*Result, e
 	}
 	res.Inputs, res.DeadLetters, res.Outputs = len(obs.book.order), len(obs.dls), len(obs.outputs)
 	res.Took = time.Since(began)
-	res.logs = s.logPaths()
+	res.Dir = opts.Dir
 	return res, nil
 }
 
@@ -229,12 +230,4 @@ func (s *system) observe(ctx context.Context) (*observed, error) {
 	return &observed{book: s.book, dls: s.dl.all(), replays: s.replays.all(), outputs: outs, effects: eff,
 		deletions: s.deletions, live: s.live, settleStart: s.settleStart, window: s.window,
 		events: s.hist.Events()}, nil
-}
-
-func (s *system) logPaths() []string {
-	var out []string
-	for _, in := range s.instances {
-		out = append(out, in.logPath)
-	}
-	return out
 }
