@@ -105,9 +105,18 @@ func (d *diagnosis) duplicates(t *tokenView) []string {
 		fns[outputFunction(o.MsgID)] = true
 		ids[o.MsgID]++
 	}
+	dlIDs := map[string]int{}
 	for _, l := range t.dls {
 		if l.Function != "" {
 			fns[l.Function] = true
+		}
+		if l.MsgID != "" {
+			dlIDs[l.MsgID]++
+		}
+	}
+	for _, n := range dlIDs {
+		if n > 1 {
+			add(SHistoryReplay) // the stream forgot the ID: a replayed dead letter is deleted
 		}
 	}
 	if len(fns) > 1 {

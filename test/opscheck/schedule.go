@@ -94,7 +94,7 @@ type Weights map[Kind]int
 // DefaultWeights is the mix the checker runs unless told otherwise.
 var DefaultWeights = Weights{
 	KKillJetfn: 4, KKillAllJetfn: 1, KPauseJetfn: 2, KKillNATS: 2, KMongoOutage: 2,
-	KDeploy: 5, KRollback: 2, KDeleteConsumer: 2, KDeleteConsumerAllDown: 2, KDeleteStream: 2,
+	KDeploy: 5, KRollback: 2, KDeleteConsumer: 2, KDeleteConsumerAllDown: 2, KDeleteStream: 4,
 	KReplay: 2, KKillRemote: 2, KPartitionRemote: 2, KStrayStream: 1,
 	WStatusHeader: 2, WTabHeader: 3,
 	WRemove: 10, WRenameDurable: 25, WRenameFunction: 25, WNarrow: 40,
