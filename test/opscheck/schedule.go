@@ -149,8 +149,12 @@ func (g *generator) input() (*Input, Mode) {
 	if g.rng.IntN(100) >= 55 {
 		fam, subjects = Recording, recordingSubjects
 	}
+	status := g.weight(WStatusHeader)
 	poison := Poison(g.pick([]string{string(Good), string(Schema), string(Empty), string(Status)},
-		[]int{88 - g.w[WStatusHeader], 8, 4, g.w[WStatusHeader]}))
+		[]int{88 - status, 8, 4, status}))
+	if poison == Status && g.w[WStatusHeader] == 0 {
+		poison = Empty
+	}
 	g.n++
 	in := newInput(g.s.Seed, g.n, fam, subjects[g.rng.IntN(len(subjects))], poison)
 	in.Tab = poison == Good && g.rng.IntN(100) < g.w[WTabHeader]
@@ -168,17 +172,29 @@ func (g *generator) nemesis() {
 	for at := 2 * time.Second; at < g.s.Duration-4*time.Second; {
 		op := g.fault(Kind(g.pick(kinds, weights)))
 		op.At = at
-		g.s.Ops = append(g.s.Ops, op)
+		if g.w[op.Kind] > 0 {
+			g.s.Ops = append(g.s.Ops, op)
+		}
 		at += op.For + time.Second + g.between(time.Second, 3*time.Second)
 	}
+}
+
+// weight is k's weight for drawing. A kind switched off (weight 0) is
+// drawn with its default weight and then dropped, so switching one kind
+// off leaves the rest of a seed's schedule as it was.
+func (g *generator) weight(k Kind) int {
+	if w := g.w[k]; w > 0 {
+		return w
+	}
+	return DefaultWeights[k]
 }
 
 func (g *generator) kinds() ([]string, []int) {
 	var kinds []string
 	var weights []int
 	for _, k := range allKinds {
-		if g.w[k] > 0 {
-			kinds, weights = append(kinds, string(k)), append(weights, g.w[k])
+		if w := g.weight(k); w > 0 {
+			kinds, weights = append(kinds, string(k)), append(weights, w)
 		}
 	}
 	return kinds, weights
