@@ -8,25 +8,31 @@ import (
 	"slices"
 )
 
-// Shrink looks for a shorter nemesis that still breaks the promise the
-// failing run broke first (the same kind of violation): it drops chunks of
+// Shrink looks for a shorter nemesis that still breaks the promise want
+// names (a kind of violation; empty: the failing run's first): it drops chunks of
 // nemesis operations, halving the chunk when no drop keeps the failure
 // (delta debugging), and runs each candidate on a fresh system with the
 // same seed and publishes. budget bounds the runs. Timing varies between
 // runs, so a candidate that passes once is not proof that its operations
 // are needed; the result is a smaller reproduction, not a minimal one.
-func Shrink(ctx context.Context, opts Options, failed *Result, budget int) (*Result, error) {
+func Shrink(ctx context.Context, opts Options, failed *Result, want string, budget int) (*Result, error) {
 	if failed.OK() {
 		return failed, nil
 	}
-	want := failed.Violations[0].What
+	if want == "" {
+		want = failed.Violations[0].What
+	}
+	if !failed.has(want) {
+		return failed, fmt.Errorf("shrinking: the run showed no %q to keep", want)
+	}
 	keep := failed.Schedule.Nemesis()
 	best := failed
 	chunk := max(len(keep)/2, 1)
 	for try := 0; try < budget && len(keep) > 0; {
 		shrunk := false
 		for i := 0; i < len(keep) && try < budget; i += chunk {
-			cand := slices.Concat(keep[:i], keep[min(i+chunk, len(keep)):])
+			// Not nil even when empty: a nil Keep runs every operation.
+			cand := append(append([]int{}, keep[:i]...), keep[min(i+chunk, len(keep)):]...)
 			res, err := runKept(ctx, opts, failed.Schedule, cand, try)
 			try++
 			if err != nil {

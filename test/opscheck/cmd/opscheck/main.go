@@ -35,6 +35,7 @@ type config struct {
 	history bool
 	plan    bool
 	shrink  int
+	target  string
 }
 
 func parse() (config, error) {
@@ -50,6 +51,7 @@ func parse() (config, error) {
 	weights := fs.String("weights", "", "nemesis weights, e.g. deploy=5,partition-remote=2 (others keep their default; 0 disables)")
 	fs.DurationVar(&c.opts.Window, "window", 0, "duplicate window of the input and output streams (default: the smallest `jetfn check` accepts; shorter runs with --allow-short-window)")
 	keep := fs.String("keep", "", "comma-separated nemesis operations to run, from a shrunk failure's replay line (default: all)")
+	fs.StringVar(&c.target, "shrink-for", "", "the kind of violation the shrinker keeps, as the report names it (default: the run's first)")
 	fs.IntVar(&c.shrink, "shrink", 0, "on a failure, up to this many more runs looking for a shorter nemesis that still fails")
 	ignore := fs.String("ignore", "", "comma-separated kinds of violation to leave out of the verdict")
 	fs.StringVar(&c.dir, "dir", "", "keep stores, revisions and logs here (default: a temp dir, removed)")
@@ -145,7 +147,7 @@ func runAll(ctx context.Context, c config, root string) int {
 			res.History.Write(os.Stdout, res.History.Events())
 		}
 		if c.shrink > 0 {
-			shrunk, err := opscheck.Shrink(ctx, opts, res, c.shrink)
+			shrunk, err := opscheck.Shrink(ctx, opts, res, c.target, c.shrink)
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "opscheck: shrinking seed %d: %v\n", opts.Seed, err)
 			} else {
