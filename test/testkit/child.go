@@ -109,6 +109,7 @@ func StartProcess(bin string, args, env []string, logPath, ready string) (*Child
 	lw := &logWatch{w: f, readyLine: ready, ready: make(chan struct{})}
 	cmd := exec.Command(bin, args...)
 	cmd.Env = env
+	cmd.SysProcAttr = procAttr()
 	cmd.Stdout, cmd.Stderr = lw, lw
 	c := &Child{cmd: cmd, log: lw, done: make(chan struct{})}
 	c.Started = time.Now()

@@ -1,0 +1,254 @@
+package opscheck
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/jetfn/jetfn/events"
+	"github.com/jetfn/jetfn/runtime"
+)
+
+// deadLetter is one message seen on the dead-letter stream.
+type deadLetter struct {
+	Seq        uint64
+	At         time.Time
+	Token      string
+	Function   string
+	OrigStream string
+	OrigSeq    uint64
+	OrigMsgID  string
+	MsgID      string
+	Error      string
+	Delivered  string
+}
+
+func (d *deadLetter) String() string {
+	return fmt.Sprintf("DEADLETTER:%d id=%s of %s %s:%d (orig id %q, %s deliveries): %s", d.Seq, d.MsgID, d.Function,
+		d.OrigStream, d.OrigSeq, d.OrigMsgID, d.Delivered, d.Error)
+}
+
+// dlObserver reads every dead letter as it is stored, before `dlq replay`
+// deletes it: it polls the stream's last sequence and gets each new
+// message directly, so a server restart only delays it.
+type dlObserver struct {
+	js   jetstream.JetStream
+	hist *History
+
+	mu     sync.Mutex
+	next   uint64 // the next sequence to read
+	bySeq  map[uint64]*deadLetter
+	missed []uint64 // gone (replayed) before it was read
+}
+
+func newDLObserver(js jetstream.JetStream, hist *History) *dlObserver {
+	return &dlObserver{js: js, hist: hist, next: 1, bySeq: map[uint64]*deadLetter{}}
+}
+
+// run polls until ctx is done.
+func (o *dlObserver) run(ctx context.Context) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		o.poll(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// poll reads every message up to the stream's last sequence; it reports
+// whether it got there.
+func (o *dlObserver) poll(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	s, err := o.js.Stream(ctx, deadStream)
+	if err != nil {
+		return false
+	}
+	last := s.CachedInfo().State.LastSeq
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for ; o.next <= last; o.next++ {
+		m, err := s.GetMsg(ctx, o.next)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			o.missed = append(o.missed, o.next)
+			continue
+		}
+		if err != nil {
+			return false
+		}
+		d := letterOf(m)
+		o.bySeq[d.Seq] = d
+		o.hist.Add(Event{At: d.At, Op: -1, Kind: "dead-letter", Phase: Info, Token: d.Token, Detail: d.String()})
+	}
+	return true
+}
+
+// sync reads up to the stream's current end, or fails after a while.
+func (o *dlObserver) sync(ctx context.Context) error {
+	deadline := time.Now().Add(20 * time.Second)
+	for !o.poll(ctx) {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return errors.New("reading the dead-letter stream: no answer for 20s")
+		}
+		time.Sleep(200 * time.Millisecond) // a retry pace, not a wait for an effect
+	}
+	return nil
+}
+
+func (o *dlObserver) get(seq uint64) *deadLetter {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.bySeq[seq]
+}
+
+func (o *dlObserver) all() []*deadLetter {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := make([]*deadLetter, 0, len(o.bySeq))
+	for seq := uint64(1); seq < o.next; seq++ {
+		if d := o.bySeq[seq]; d != nil {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func letterOf(m *jetstream.RawStreamMsg) *deadLetter {
+	h := m.Header
+	d := &deadLetter{Seq: m.Sequence, At: m.Time, Token: h.Get(tokenHeader), Function: h.Get(runtime.HeaderFunction),
+		OrigStream: h.Get(runtime.HeaderOriginalStream), OrigMsgID: h.Get(runtime.HeaderOriginalMsgID),
+		MsgID: h.Get(jetstream.MsgIDHeader), Error: h.Get(runtime.HeaderError), Delivered: h.Get(runtime.HeaderNumDelivered)}
+	d.OrigSeq, _ = strconv.ParseUint(h.Get(runtime.HeaderStreamSequence), 10, 64)
+	if d.Token == "" {
+		d.Token = tokenOfPayload(m.Data)
+	}
+	return d
+}
+
+// tokenOfPayload finds the token in an input's payload.
+func tokenOfPayload(data []byte) string {
+	var v struct {
+		Name        string `json:"name"`
+		Nome        string `json:"nome"`
+		RecordingID string `json:"recordingId"`
+	}
+	_ = json.Unmarshal(data, &v)
+	return v.Name + v.Nome + v.RecordingID
+}
+
+// output is one message on the output stream.
+type output struct {
+	Seq   uint64
+	At    time.Time
+	Token string
+	MsgID string
+	Body  string
+}
+
+// scanOutputs reads every message of the output stream.
+func scanOutputs(ctx context.Context, js jetstream.JetStream) ([]output, error) {
+	var out []output
+	err := scanStream(ctx, js, outStream, func(m *jetstream.RawStreamMsg) {
+		out = append(out, output{Seq: m.Sequence, At: m.Time, Token: tokenOfOutput(m.Data),
+			MsgID: m.Header.Get(jetstream.MsgIDHeader), Body: string(m.Data)})
+	})
+	return out, err
+}
+
+// tokenOfOutput: greet.done carries "hello, <token>", a recording notice
+// its recordingId.
+func tokenOfOutput(data []byte) string {
+	var v struct {
+		Greeting    string `json:"greeting"`
+		RecordingID string `json:"recordingId"`
+	}
+	_ = json.Unmarshal(data, &v)
+	return strings.TrimPrefix(v.Greeting, "hello, ") + v.RecordingID
+}
+
+// scanStream calls fn for every message stored on stream, in order.
+func scanStream(ctx context.Context, js jetstream.JetStream, stream string, fn func(*jetstream.RawStreamMsg)) error {
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return err
+	}
+	st := s.CachedInfo().State
+	for seq := st.FirstSeq; st.Msgs > 0 && seq <= st.LastSeq; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("reading %s:%d: %w", stream, seq, err)
+		}
+		fn(m)
+	}
+	return nil
+}
+
+// document is one stored effect: a greeting (the remote's, keyed by
+// Jetfn-Msg-Id) or a recording's timeline entry.
+type document struct {
+	ID    string
+	Token string
+}
+
+// effects reads the effects of both functions: greetings, timeline
+// entries, and the recordings' event counts.
+type effects struct {
+	docs        map[string][]document
+	eventCounts map[string]int
+}
+
+func scanEffects(ctx context.Context, db *mongo.Database) (*effects, error) {
+	e := &effects{docs: map[string][]document{}, eventCounts: map[string]int{}}
+	var greetings []struct {
+		ID   string `bson:"_id"`
+		Name string `bson:"name"`
+	}
+	if err := findAll(ctx, db.Collection("greetings"), &greetings); err != nil {
+		return nil, err
+	}
+	for _, g := range greetings {
+		e.docs[g.Name] = append(e.docs[g.Name], document{ID: g.ID, Token: g.Name})
+	}
+	var timeline []struct {
+		ID string `bson:"_id"`
+	}
+	if err := findAll(ctx, db.Collection(events.RecordingEventsCollection), &timeline); err != nil {
+		return nil, err
+	}
+	for _, t := range timeline {
+		tok, _, _ := strings.Cut(t.ID, ":")
+		e.docs[tok] = append(e.docs[tok], document{ID: t.ID, Token: tok})
+	}
+	var recs []events.Recording
+	if err := findAll(ctx, db.Collection(events.RecordingsCollection), &recs); err != nil {
+		return nil, err
+	}
+	for _, r := range recs {
+		e.eventCounts[r.ID] = r.EventCount
+	}
+	return e, nil
+}
+
+func findAll(ctx context.Context, c *mongo.Collection, into any) error {
+	cur, err := c.Find(ctx, bson.D{})
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", c.Name(), err)
+	}
+	return cur.All(ctx, into)
+}
