@@ -112,7 +112,7 @@ func (b *binding) run(ctx context.Context, drainTimeout time.Duration) {
 func (b *binding) pull(ctx context.Context, p *puller, w *workers) {
 	stop := context.AfterFunc(ctx, w.credits.close)
 	defer stop()
-	limit := b.pullLimit
+	limit := func() int { return b.pullLimit(w.live()) }
 	enough := func(free, limit, outstanding int) bool {
 		return 2*free >= limit || w.handoff.buffered() == 0 && outstanding == 0
 	}

@@ -175,7 +175,7 @@ func (c *credits) giveBack(n int) {
 
 // release frees the credits of n settled or returned messages.
 func (c *credits) release(n int) {
-	if n <= 0 {
+	if n < 0 {
 		return
 	}
 	c.mu.Lock()
@@ -212,8 +212,19 @@ func (c *credits) awaitNoOutstanding(timeout time.Duration) {
 	}
 }
 
-// pullLimit is how many messages may be delivered and unsettled at once.
-func (b *binding) pullLimit() int { return b.spec.Concurrency + b.prefetch() }
+// limitRaised wakes a take waiting for credits after its limit grew: a
+// worker's place left empty is filled again (workers.reclaim).
+func (c *credits) limitRaised() { c.release(0) }
+
+// pullLimit is how many messages may be delivered and unsettled at once
+// with live workers: none while every worker's place is left empty by an
+// abandoned handler (workers.abandon).
+func (b *binding) pullLimit(live int) int {
+	if live <= 0 {
+		return 0
+	}
+	return live + b.prefetch()
+}
 
 // DefaultMaxPrefetch caps the derived prefetch allowance; it is nats.go's
 // own default buffer for Consume.

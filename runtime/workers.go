@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,6 +22,10 @@ type workers struct {
 	handoff    *handoff
 	credits    *credits
 	wg         sync.WaitGroup
+	// retired counts worker slots left empty because abandoned handlers
+	// already hold as many goroutines as the function has workers
+	// (abandon): each comes back when one of those handlers returns.
+	retired atomic.Int32
 }
 
 // worker is one handler goroutine: its share of the wait group, the
@@ -57,7 +62,7 @@ func (wk *worker) pastDeadline(now time.Time) bool {
 // start runs one more worker, counting in slot.
 func (w *workers) start(slot int) {
 	w.reserve()
-	w.run(nil, w.b.stats.slot(slot))
+	w.run(nil, w.b.stats.slot(slot), true)
 }
 
 // reserve counts a worker about to start, before anything can make the
@@ -66,8 +71,8 @@ func (w *workers) reserve() { w.wg.Add(1) }
 
 // run starts a reserved worker counting in stats. Given an abandoned
 // delivery, the worker first settles it as a timed-out attempt, then takes
-// messages like any other.
-func (w *workers) run(abandoned *delivery, stats *workerCounters) {
+// messages like any other, or (take false, a retired slot) ends there.
+func (w *workers) run(abandoned *delivery, stats *workerCounters, take bool) {
 	wk := &worker{wg: &w.wg, stats: stats}
 	go func() {
 		defer wk.free()
@@ -78,7 +83,9 @@ func (w *workers) run(abandoned *delivery, stats *workerCounters) {
 			w.b.recordRun(abandoned, msg, time.Now().Add(-w.b.spec.Timeout), w.b.spec.Timeout, err) // console: recent runs
 			w.done(abandoned)
 		}
-		w.loop(wk)
+		if take {
+			w.loop(wk)
+		}
 	}()
 }
 
@@ -100,7 +107,15 @@ func (w *workers) loop(wk *worker) {
 		}
 		switch w.b.process(w.handlerCtx, d, wk) {
 		case stateAbandoned:
-			return // a replacement worker settled d and holds this worker's place
+			// d was settled when its handler was abandoned; a replacement
+			// holds this worker's place, unless the slot was retired: then
+			// this worker comes back to it.
+			if w.reclaim() {
+				w.reserve()
+				w.run(nil, wk.stats, true)
+				w.credits.limitRaised()
+			}
+			return
 		case stateSettled:
 			w.credits.release(1) // settling forgot it
 		default:
@@ -137,9 +152,39 @@ func (w *workers) wait(timeout time.Duration) bool {
 // abandonment and return, so the wait group never touches zero between.
 func (w *workers) abandon(d *delivery) {
 	w.b.stats.abandoned.Add(1)
-	w.b.stats.abandonedRunning.Add(1)
-	w.b.msgLog(w.b.metaOf(d)).Error("handler ignored its cancelled context past the timeout; settled its message as a failure and replaced its worker",
-		"timeout", w.b.spec.Timeout)
-	w.run(d, d.worker.stats)
+	running := w.b.stats.abandonedRunning.Add(1)
+	log := w.b.msgLog(w.b.metaOf(d))
+	if running > int64(w.b.spec.Concurrency) {
+		// Abandoned handlers hold as many goroutines as the function has
+		// workers already: no more replacements, and the pull shrinks with
+		// the workers left (pullLimit), so a handler that hangs on every
+		// message cannot leak goroutines and hold messages without bound.
+		w.retired.Add(1)
+		log.Error("handler ignored its cancelled context past the timeout; settled its message as a failure, and left "+
+			"its worker's place empty until an abandoned handler returns", "timeout", w.b.spec.Timeout,
+			"abandoned_running", running, "workers_left", w.b.spec.Concurrency-int(w.retired.Load()))
+		w.run(d, d.worker.stats, false)
+	} else {
+		log.Error("handler ignored its cancelled context past the timeout; settled its message as a failure and replaced its worker",
+			"timeout", w.b.spec.Timeout)
+		w.run(d, d.worker.stats, true)
+	}
 	d.worker.free()
 }
+
+// reclaim takes back a retired slot, if there is one, for a worker whose
+// abandoned handler returned.
+func (w *workers) reclaim() bool {
+	for {
+		n := w.retired.Load()
+		if n == 0 {
+			return false
+		}
+		if w.retired.CompareAndSwap(n, n-1) {
+			return true
+		}
+	}
+}
+
+// live is how many worker slots are filled.
+func (w *workers) live() int { return w.b.spec.Concurrency - int(w.retired.Load()) }
