@@ -34,6 +34,11 @@ const ManifestBucket = "jetfn-manifests"
 // where it was instead of from the stream's start.
 const PositionsBucket = "jetfn-positions"
 
+// AttemptsBucket is the KV bucket where each instance records the handler
+// runs it starts on redelivered messages, so maxDeliver counts runs, not
+// deliveries that died before their handler started.
+const AttemptsBucket = "jetfn-attempts"
+
 // DefaultInboxPrefix is the inbox prefix of nats.go, of the nats CLI and
 // of jetfn's own commands unless NATS_INBOX_PREFIX says otherwise.
 const DefaultInboxPrefix = "_INBOX"
@@ -125,6 +130,7 @@ func (m *Manifest) Permissions(o PermissionOptions) Permissions {
 		}
 		sub.add("$SRV.*."+f.Name, "$SRV.*."+f.Name+".*", StatusSubject(f.Name), RunsSubject(f.Name))
 		pub.add(positionSubjects(f, o.Provision)...)
+		pub.add(attemptSubjects(f)...)
 		if o.Provision {
 			pub.add("$JS.API.CONSUMER.CREATE."+s+"."+d, "$JS.API.CONSUMER.CREATE."+s+"."+d+".>")
 			pub.add(backfillSubjects(f)...)
@@ -198,6 +204,16 @@ func backfillSubjects(f FunctionSpec) []string {
 	return out
 }
 
+// attemptSubjects are what recording f's handler runs of redelivered
+// messages needs: the bucket's info, reading a message's record (a direct
+// get) and writing or purging it, all under keys <function>.<stream>.….
+// Creating the bucket is positionSubjects' (one $JS.API.INFO) plus its own
+// stream.
+func attemptSubjects(f FunctionSpec) []string {
+	stream, keys := "KV_"+AttemptsBucket, "$KV."+AttemptsBucket+"."+f.Name+"."+f.Stream+".>"
+	return []string{"$JS.API.STREAM.INFO." + stream, keys, "$JS.API.DIRECT.GET." + stream + "." + keys}
+}
+
 // positionSubjects are what recording f's consumer position needs (the
 // bucket's info and a put on its two keys) and, with provisioning, what
 // creating the consumer needs to resume from one: the bucket's creation
@@ -216,7 +232,7 @@ func positionSubjects(f FunctionSpec, provision bool) []string {
 		keys = append(keys, "function."+f.Stream+"."+f.RenamedFrom)
 	}
 	// Creating a bucket asks the account's JetStream info first.
-	out = append(out, "$JS.API.STREAM.CREATE."+stream, "$JS.API.INFO")
+	out = append(out, "$JS.API.STREAM.CREATE."+stream, "$JS.API.STREAM.CREATE.KV_"+AttemptsBucket, "$JS.API.INFO")
 	for _, k := range keys {
 		out = append(out, "$JS.API.DIRECT.GET."+stream+".$KV."+PositionsBucket+"."+k)
 	}

@@ -41,6 +41,11 @@ type binding struct {
 	observe func(function string, d time.Duration)
 	// refusal is the runtime's note of the last manifest it refused.
 	refusal *atomic.Pointer[string]
+	// attempts counts the handler runs of redelivered messages.
+	attempts *attemptStore
+	// scope is the name its output and dead-letter IDs are scoped by
+	// (scope.go), shared with its Publisher.
+	scope *idScope
 	// deployed is the manifest and revision the runtime runs now.
 	deployed *deployed
 	// remote is a remote function's view of its endpoint's responders

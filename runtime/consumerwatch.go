@@ -37,6 +37,8 @@ type consumerHandle struct {
 	provision bool
 	log       *slog.Logger
 	positions *positionStore
+	// scope is the binding's output and dead-letter ID scope (scope.go).
+	scope *idScope
 
 	mu      sync.Mutex
 	current jetstream.Consumer
@@ -82,7 +84,16 @@ func (h *consumerHandle) record(ctx context.Context) {
 		return
 	}
 	h.positions.record(ctx, position{Function: h.spec.Name, Stream: h.spec.Stream, StreamIdentity: h.streamIdentity(),
-		Durable: h.spec.Durable, AckFloor: floor, Filter: h.spec.FilterSubjects()})
+		Durable: h.spec.Durable, AckFloor: floor, Filter: h.spec.FilterSubjects(), Scope: h.scopeName()})
+}
+
+// scopeName is the binding's scope, or the function's name for a handle
+// without one (a backfill's records nothing).
+func (h *consumerHandle) scopeName() string {
+	if h.scope == nil {
+		return h.spec.Name
+	}
+	return h.scope.get()
 }
 
 // recordNow reads the consumer's ack floor and records it: at bind and
@@ -224,6 +235,7 @@ func (h *consumerHandle) recreate(ctx context.Context) error {
 	}
 	cfg := consumerConfig(h.spec, h.digest)
 	start.apply(&cfg)
+	cfg.Metadata[scopeKey] = h.scopeName() // a recreated consumer keeps its function's scope
 	c, err := s.CreateOrUpdateConsumer(ctx, cfg)
 	if err != nil {
 		// Another instance may have recreated it first, from its own floor,

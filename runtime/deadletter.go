@@ -30,6 +30,9 @@ const (
 	// HeaderOriginalStreamIdentity names the incarnation of the original
 	// stream (streamIdentity), which its sequence alone does not.
 	HeaderOriginalStreamIdentity = "Jetfn-Original-Stream-Identity"
+	// HeaderScope is the name the dead letter's ID is scoped by: the
+	// function's, or the one it was first created under (scope.go).
+	HeaderScope = "Jetfn-Scope"
 	// HeaderOriginalPrefix prefixes every Nats-* header of the original but
 	// its Nats-Msg-Id: the server acts on those (Nats-TTL, Nats-Rollup,
 	// Nats-Incr, Nats-Expected-*, Nats-Schedule, …), and the dead-letter
@@ -41,6 +44,7 @@ const (
 // deadLetter is one message on its way to the dead-letter stream.
 type deadLetter struct {
 	function       string
+	scope          string
 	stream         string
 	streamIdentity string
 	subject        string
@@ -53,10 +57,11 @@ type deadLetter struct {
 	reason string
 }
 
-// newDeadLetter is msg's dead letter for function, with cause as reason.
-func newDeadLetter(function string, msg jetfn.Msg, cause error) deadLetter {
+// newDeadLetter is msg's dead letter for function, whose IDs are scoped
+// by scope (scope.go), with cause as reason.
+func newDeadLetter(function, scope string, msg jetfn.Msg, cause error) deadLetter {
 	return deadLetter{
-		function: function, stream: msg.Stream, streamIdentity: msg.StreamIdentity, subject: msg.Subject,
+		function: function, scope: scope, stream: msg.Stream, streamIdentity: msg.StreamIdentity, subject: msg.Subject,
 		sequence: msg.StreamSequence, numDelivered: msg.NumDelivered, id: msg.ID(),
 		data: msg.Data, header: nats.Header(msg.Header), reason: cause.Error(),
 	}
@@ -67,7 +72,7 @@ func newDeadLetter(function string, msg jetfn.Msg, cause error) deadLetter {
 // dead-lettering cannot make two, while two functions reading one stream
 // each keep a record of their own.
 func (d deadLetter) msgID() string {
-	return DeadLetterMsgID(d.function, d.stream, d.streamIdentity, d.sequence)
+	return DeadLetterMsgID(d.scope, d.stream, d.streamIdentity, d.sequence)
 }
 
 // DeadLetterMsgID is the Nats-Msg-Id of a function's dead letter for the
@@ -95,6 +100,7 @@ func (d deadLetter) natsMsg(subject string) *nats.Msg {
 	}
 	h.Set(jetstream.MsgIDHeader, d.msgID())
 	h.Set(HeaderFunction, d.function)
+	h.Set(HeaderScope, d.scope)
 	h.Set(HeaderOriginalSubject, d.subject)
 	h.Set(HeaderOriginalStream, d.stream)
 	if d.streamIdentity != "" {
@@ -132,7 +138,8 @@ func publishDeadLetter(ctx context.Context, js jetstream.JetStream, subject stri
 }
 
 // checkStored compares the dead letter the stream kept under d's ID with
-// d. One deleted since (a replay deletes what it replayed) cannot be read:
+// d (the same scope: a renamed function's dead letter under its old name
+// is its own). One deleted since (a replay deletes what it replayed) cannot be read:
 // the ID names d's stream incarnation, function and sequence, so it was
 // d's.
 func (d deadLetter) checkStored(ctx context.Context, js jetstream.JetStream, ack *jetstream.PubAck) error {
@@ -148,7 +155,8 @@ func (d deadLetter) checkStored(ctx context.Context, js jetstream.JetStream, ack
 		return fmt.Errorf("dead-lettering %s: the stream reported a duplicate, and reading the one it holds failed: %w", d.msgID(), err)
 	}
 	h := stored.Header
-	if h.Get(HeaderFunction) != d.function || h.Get(HeaderOriginalStream) != d.stream ||
+	sameScope := h.Get(HeaderScope) == d.scope || h.Get(HeaderScope) == "" && h.Get(HeaderFunction) == d.scope
+	if !sameScope || h.Get(HeaderOriginalStream) != d.stream ||
 		h.Get(HeaderStreamSequence) != strconv.FormatUint(d.sequence, 10) ||
 		h.Get(HeaderOriginalStreamIdentity) != d.streamIdentity {
 		return fmt.Errorf("%w: %s is already the ID of %s message %d (function %s, stream %s sequence %s)",

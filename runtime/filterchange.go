@@ -308,5 +308,5 @@ func (r backfillRange) hands(subject string, seq uint64) bool {
 // keptMetadata are the keys of jetfn's bookkeeping that an update of the
 // consumer's config must carry over.
 func keptMetadata(key string) bool {
-	return strings.HasPrefix(key, handledThroughPrefix) || key == backfillKey
+	return strings.HasPrefix(key, handledThroughPrefix) || key == backfillKey || key == scopeKey
 }

@@ -70,10 +70,10 @@ func TestDeadLetterDuplicateChecked(t *testing.T) {
 	env := newEnv(t)
 	ctx := context.Background()
 	msg := jetfn.Msg{Subject: "test.in", Data: []byte("x"), Stream: "TEST", StreamIdentity: "Ab3dEf9x", StreamSequence: 3, NumDelivered: 1}
-	dl := newDeadLetter("fn", msg, errors.New("refused"))
+	dl := newDeadLetter("fn", "fn", msg, errors.New("refused"))
 	other := msg
 	other.Subject, other.StreamSequence = "test.other", 4
-	impostor := newDeadLetter("fn", other, errors.New("refused"))
+	impostor := newDeadLetter("fn", "fn", other, errors.New("refused"))
 	tests := []struct {
 		name   string
 		stored func(subject string) *nats.Msg // what the stream already holds under dl's ID

@@ -65,6 +65,9 @@ type delivery struct {
 	// run is the handler's context while it runs. It is the message's own,
 	// never reused, so a context a handler kept stays this message's.
 	run runContext
+	// attempt is the run's number for maxDeliver and the backoff
+	// (attempts.go), set when it starts.
+	attempt attempt
 	// prev and next link the unsettledSet.
 	prev, next *delivery
 }
@@ -378,14 +381,15 @@ func (b *binding) process(ctx context.Context, d *delivery, wk *worker) delivery
 	if b.backfill != nil && !b.backfill.hands(msg.Subject, msg.StreamSequence) {
 		return b.passOver(d) // the main consumer delivers it, or did
 	}
-	if msg.NumDelivered > uint64(b.spec.MaxDeliver) {
-		// Every allowed delivery ended without a result: the consumer has
-		// one delivery more than maxDeliver for exactly this.
+	d.attempt = b.attempts.next(ctx, b.spec.Name, msg, func(prior uint64) bool { return prior < uint64(b.spec.MaxDeliver) })
+	if d.attempt.n > uint64(b.spec.MaxDeliver) {
+		// Every allowed run ended without a result: the consumer has one
+		// delivery more than maxDeliver for exactly this (attempts.go).
 		if !b.unsettled.finish(d) {
 			return b.unfinished(d)
 		}
 		cause := errExhausted(b.spec.MaxDeliver)
-		b.deadLetter(m, msg, cause)
+		b.deadLetter(m, msg, cause, d.attempt)
 		b.recordRun(d, msg, start, 0, cause) // console: recent runs
 		return stateSettled
 	}
@@ -408,7 +412,7 @@ func (b *binding) process(ctx context.Context, d *delivery, wk *worker) delivery
 	if !b.unsettled.finish(d) {
 		return b.unfinished(d) // this late result is dropped
 	}
-	if b.settle(m, msg, herr) {
+	if b.settle(m, msg, herr, d.attempt) {
 		wk.stats.acked.Add(1)
 	}
 	b.recordRun(d, msg, start, took, herr) // console: recent runs
@@ -577,17 +581,28 @@ func decide(err error, numDelivered uint64, p *manifest.FunctionSpec) outcome {
 	return outcome{kind: outcomeRetry, delay: p.RetryDelay(numDelivered)}
 }
 
-// settle tells JetStream the outcome that decide picked, and reports
+// forgetAttempts removes the run record of a message settled for good.
+func (b *binding) forgetAttempts(msg jetfn.Msg, a attempt) {
+	if a.recorded {
+		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+		defer cancel()
+		b.attempts.forget(ctx, b.spec.Name, msg)
+	}
+}
+
+// settle tells JetStream the outcome that decide picked, for the run's
+// attempt number a (attempts.go), and reports
 // whether that was an Ack that left: the caller counts those in its
 // worker's slot.
-func (b *binding) settle(m *nats.Msg, msg jetfn.Msg, herr error) (acked bool) {
-	out := decide(herr, msg.NumDelivered, &b.spec)
+func (b *binding) settle(m *nats.Msg, msg jetfn.Msg, herr error, a attempt) (acked bool) {
+	out := decide(herr, a.n, &b.spec)
 	switch out.kind {
 	case outcomeAck:
 		if err := reply(b.js.Conn(), m, ackBody); err != nil {
 			b.msgLog(msg).Warn("acking", "err", err)
 			return false
 		}
+		b.forgetAttempts(msg, a)
 		return true
 	case outcomeRetry:
 		b.stats.setLastError(herr)
@@ -596,7 +611,7 @@ func (b *binding) settle(m *nats.Msg, msg jetfn.Msg, herr error) (acked bool) {
 		b.nak(m, out.delay, log)
 	case outcomeDeadLetter:
 		b.stats.setLastError(herr)
-		b.deadLetter(m, msg, herr)
+		b.deadLetter(m, msg, herr, a)
 	}
 	return false
 }
@@ -617,15 +632,15 @@ const settleTimeout = 10 * time.Second
 // If the store fails the message is kept: it is Nak'd with the backoff, and
 // a later delivery tries again (past maxDeliver, without the handler), so a
 // dead-letter outage delays the record but never loses the message.
-func (b *binding) deadLetter(m *nats.Msg, msg jetfn.Msg, cause error) {
+func (b *binding) deadLetter(m *nats.Msg, msg jetfn.Msg, cause error, a attempt) {
 	log := b.msgLog(msg)
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
-	if err := publishDeadLetter(ctx, b.js, b.dlSubject, newDeadLetter(b.spec.Name, msg, cause)); err != nil {
+	if err := publishDeadLetter(ctx, b.js, b.dlSubject, newDeadLetter(b.spec.Name, b.scope.get(), msg, cause)); err != nil {
 		b.stats.deadLetterFailures.Add(1)
 		b.stats.setLastError(fmt.Errorf("dead-lettering failed, message kept for redelivery: %w", err))
 		log.Error("dead-lettering failed; message kept for redelivery", "err", err, "cause", cause)
-		b.nak(m, b.spec.RetryDelay(msg.NumDelivered), log)
+		b.nak(m, b.spec.RetryDelay(a.n), log)
 		return
 	}
 	b.stats.deadLettered.Add(1)
@@ -635,6 +650,7 @@ func (b *binding) deadLetter(m *nats.Msg, msg jetfn.Msg, cause error) {
 		return
 	}
 	b.stats.termed.Add(1)
+	b.forgetAttempts(msg, a)
 }
 
 // termWithReason is TermWithReason, which nats.Msg lacks: the server

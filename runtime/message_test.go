@@ -60,7 +60,7 @@ func TestHeaderValueIsOneLine(t *testing.T) {
 }
 
 func TestDeadLetterHeaders(t *testing.T) {
-	d := deadLetter{function: "fn", stream: "TEST", subject: "test.in", sequence: 7, numDelivered: 5, reason: "boom\nagain",
+	d := deadLetter{function: "fn", scope: "fn", stream: "TEST", subject: "test.in", sequence: 7, numDelivered: 5, reason: "boom\nagain",
 		header: map[string][]string{"Nats-Msg-Id": {"orig-1"}, "Nats-Expected-Stream": {"TEST"}, "X-Trace": {"t1"}}}
 	h := d.natsMsg("deadletter.fn").Header
 	want := map[string]string{"Nats-Msg-Id": "fn:TEST:7", HeaderOriginalMsgID: "orig-1", "X-Trace": "t1",

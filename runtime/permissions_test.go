@@ -106,7 +106,7 @@ func TestPermissionOptions(t *testing.T) {
 		want []string
 	}{
 		{name: "provision", opts: manifest.PermissionOptions{Provision: true}, want: []string{
-			"$JS.API.STREAM.CREATE.KV_jetfn-positions", "$JS.API.INFO",
+			"$JS.API.STREAM.CREATE.KV_jetfn-positions", "$JS.API.STREAM.CREATE.KV_jetfn-attempts", "$JS.API.INFO",
 			"$JS.API.DIRECT.GET.KV_jetfn-positions.$KV.jetfn-positions.consumer.TEST.fn",
 			"$JS.API.DIRECT.GET.KV_jetfn-positions.$KV.jetfn-positions.function.TEST.fn",
 			"$JS.API.CONSUMER.CREATE.TEST.fn", "$JS.API.CONSUMER.CREATE.TEST.fn.>",
@@ -298,6 +298,10 @@ func exhaustDeliveries(t *testing.T, env *testEnv) {
 			t.Fatalf("delivery %d of the lost messages: got %d messages", delivery, n)
 		}
 	}
+	// Their handlers ran at both deliveries: jetfn recorded the second
+	// run of each as it started (attempts.go).
+	recordSecondRun(t, env, "fn", ack.Sequence-1)
+	recordSecondRun(t, env, "fn", ack.Sequence)
 	storeDeadLetter(t, env, ack.Sequence)
 }
 
@@ -325,8 +329,8 @@ func storeDeadLetter(t *testing.T, env *testEnv, seq uint64) {
 func provision(t *testing.T, js jetstream.JetStream, m *manifest.Manifest) {
 	t.Helper()
 	ctx := context.Background()
-	if openPositions(ctx, js, m, true, testLogger()).kv == nil {
-		t.Fatal("creating the positions bucket failed")
+	if openPositions(ctx, js, m, true, testLogger()).kv == nil || openAttempts(ctx, js, m, true, testLogger()).kv == nil {
+		t.Fatal("creating jetfn's buckets failed")
 	}
 	for _, s := range m.Streams {
 		if err := ensureStream(ctx, js, s); err != nil {

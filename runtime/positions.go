@@ -29,11 +29,14 @@ type position struct {
 	Stream   string `json:"stream"`
 	// StreamIdentity names the stream's incarnation: a floor counts in
 	// the sequences of that incarnation only.
-	StreamIdentity string    `json:"stream_identity"`
-	Durable        string    `json:"durable"`
-	AckFloor       uint64    `json:"ack_floor"`
-	Filter         []string  `json:"filter"`
-	At             time.Time `json:"at"`
+	StreamIdentity string   `json:"stream_identity"`
+	Durable        string   `json:"durable"`
+	AckFloor       uint64   `json:"ack_floor"`
+	Filter         []string `json:"filter"`
+	// Scope is the name the function's outputs and dead letters are scoped
+	// by (scope.go).
+	Scope string    `json:"scope,omitempty"`
+	At    time.Time `json:"at"`
 }
 
 // consumerKey and functionKey are the two keys a position is recorded
@@ -108,7 +111,10 @@ func (p *positionStore) lookup(ctx context.Context, stream, durable string, func
 	if p == nil || p.kv == nil {
 		return nil, nil
 	}
-	keys := []string{consumerKey(stream, durable)}
+	var keys []string
+	if durable != "" {
+		keys = append(keys, consumerKey(stream, durable))
+	}
 	for _, f := range functions {
 		if f != "" {
 			keys = append(keys, functionKey(stream, f))

@@ -149,8 +149,8 @@ func TestLastDeliveryDeadLetteredWithNobodyListening(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Two deliveries that die, then a pull that stays open past the last
-	// ack wait, like an instance that pulls before it could listen.
+	// Two deliveries whose handlers died, then a pull that stays open past
+	// the last ack wait, like an instance that pulls before it could listen.
 	for range 3 {
 		batch, err := c.Fetch(1, jetstream.FetchMaxWait(time.Second))
 		if err != nil {
@@ -159,6 +159,7 @@ func TestLastDeliveryDeadLetteredWithNobodyListening(t *testing.T) {
 		for range batch.Messages() {
 		}
 	}
+	recordSecondRun(t, env, "fn", 1) // as the dying instance did when its second run started
 	var handled atomic.Int32
 	env.start(m, jetfn.HandlerFunc(func(context.Context, jetfn.Msg) error {
 		handled.Add(1)

@@ -95,21 +95,31 @@ func retryablePublish(err error, withID bool) bool {
 type outputPublisher struct {
 	js       jetstream.JetStream
 	function string
-	outputs  []string
-	stats    *counters
-	log      *slog.Logger
+	// scope scopes the message IDs: the function's name, or the one it was
+	// first created under (scope.go). Nil: the name.
+	scope   *idScope
+	outputs []string
+	stats   *counters
+	log     *slog.Logger
 	// tracer starts each output's producer span; nil when tracing is off.
 	tracer trace.Tracer
 }
 
 var _ jetfn.Publisher = outputPublisher{}
 
+func (p outputPublisher) scopeName() string {
+	if p.scope == nil {
+		return p.function
+	}
+	return p.scope.get()
+}
+
 func (p outputPublisher) Publish(ctx context.Context, subject string, data []byte, key string) error {
 	if !manifest.CoveredByAny(subject, p.outputs) {
 		return jetfn.Permanent(fmt.Errorf("%w: function %s publishes only to %v (manifest outputs), not %s",
 			jetfn.ErrUndeclaredOutput, p.function, p.outputs, subject))
 	}
-	msgID, err := jetfn.OutputMsgID(p.function, subject, key)
+	msgID, err := jetfn.OutputMsgID(p.scopeName(), subject, key)
 	if err != nil {
 		return err
 	}

@@ -243,6 +243,7 @@ func ensureConsumer(ctx context.Context, stream jetstream.Stream, f manifest.Fun
 			return nil, fmt.Errorf("deciding where consumer %s of function %s starts: %w", f.Durable, f.Name, err)
 		}
 		d.apply(&want)
+		want.Metadata[scopeKey] = decideScope(ctx, stream, f, positions)
 		start = &d
 	default:
 		return nil, fmt.Errorf("looking up consumer %s of function %s: %w", f.Durable, f.Name, err)

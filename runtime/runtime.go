@@ -48,6 +48,9 @@ type Runtime struct {
 	// positions records consumers' ack floors (positions.go); opened by
 	// Run.
 	positions *positionStore
+	// attempts records handler runs of redelivered messages
+	// (attempts.go); opened by Run.
+	attempts *attemptStore
 	// deployed is the manifest digest and deployment revision running, for
 	// every function's status.
 	deployed deployed
@@ -233,6 +236,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 		return err
 	}
 	r.positions = openPositions(ctx, r.js, m, !r.opts.noProvision, r.opts.log)
+	r.attempts = openAttempts(ctx, r.js, m, !r.opts.noProvision, r.opts.log)
 	prepared, err := r.prepareAll(m, m.Functions)
 	if err != nil {
 		return err
@@ -289,10 +293,11 @@ func (r *Runtime) currentManifest() *manifest.Manifest {
 func (r *Runtime) prepare(spec manifest.FunctionSpec, m *manifest.Manifest) (*binding, error) {
 	log := r.opts.log.With("function", spec.Name)
 	stats := newCounters(spec.Concurrency)
+	scope := newIDScope(spec.Name) // until connect reads the consumer's
 	deps := jetfn.Deps{
 		Logger:    log,
 		Config:    spec.Config,
-		Publisher: outputPublisher{js: r.js, function: spec.Name, outputs: spec.OutputSubjects(), stats: stats, log: log, tracer: r.opts.tracer},
+		Publisher: outputPublisher{js: r.js, function: spec.Name, scope: scope, outputs: spec.OutputSubjects(), stats: stats, log: log, tracer: r.opts.tracer},
 		Mongo:     r.opts.mongo,
 	}
 	var handler jetfn.Handler
@@ -316,6 +321,8 @@ func (r *Runtime) prepare(spec manifest.FunctionSpec, m *manifest.Manifest) (*bi
 		observe:     r.opts.observe,
 		refusal:     &r.refusal,
 		deployed:    &r.deployed,
+		scope:       scope,
+		attempts:    r.attempts,
 		runs:        newRunRing(RunHistory),
 	}
 	b.heartbeat.Store(int64(spec.Heartbeat))
@@ -341,6 +348,8 @@ func (r *Runtime) connect(ctx context.Context, b *binding, m *manifest.Manifest)
 	streamSpec, _ := m.Stream(spec.Stream)
 	b.consumer = newConsumerHandle(r.js, spec, streamSpec, m.Digest, !r.opts.noProvision, b.log,
 		consumer, stream.CachedInfo().Created, r.positions)
+	b.scope.set(scopeOf(consumer.CachedInfo().Config, spec))
+	b.consumer.scope = b.scope
 	b.consumer.record(ctx)
 	b.consumer.onAckWait = b.followServerAckWait
 	b.bf, err = r.bindBackfill(ctx, b, stream, m)

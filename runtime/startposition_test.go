@@ -247,3 +247,47 @@ functions:
 	}
 	env.wantOnlyTheLateOne(rec, "fn-renamed")
 }
+
+// TestRenamedFunctionKeepsItsScope: a function renamed with renamedFrom
+// keeps the name its outputs' and dead letters' IDs are scoped by, so a
+// message handled under both names around the rename publishes one output,
+// not one per name. Before the fix the renamed function published
+// jetfn:fn-renamed:… beside the old jetfn:fn:….
+func TestRenamedFunctionKeepsItsScope(t *testing.T) {
+	env := newEnv(t)
+	var pubs [2]jetfn.Publisher
+	fns := []jetfn.Function{
+		{Name: "fn", New: func(d jetfn.Deps) (jetfn.Handler, error) { pubs[0] = d.Publisher; return publishOutput(&pubs[0]), nil }},
+		{Name: "fn-renamed", New: func(d jetfn.Deps) (jetfn.Handler, error) { pubs[1] = d.Publisher; return publishOutput(&pubs[1]), nil }},
+	}
+	text := func(name, extra string) *manifest.Manifest {
+		m, err := manifest.Parse([]byte(`
+streams:
+  - {name: TEST, subjects: ["test.>"]}
+  - {name: DEADLETTER, subjects: ["deadletter.>"]}
+functions:
+  - {name: ` + name + extra + `, version: 1.0.0, stream: TEST, subject: test.in, outputs: [{subject: test.out, stream: TEST}]}
+`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	rt, err := New(env.nc, text("fn", ""), fns, WithLogger(testLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.run(rt)
+	env.publish("test.in", "before")
+	runtimetest.Eventually(t, 10*time.Second, "before handled", func() bool { return env.settled("TEST", "fn", 1) })
+	if err := rt.Apply(context.Background(), text("fn-renamed", ", renamedFrom: fn")); err != nil {
+		t.Fatal(err)
+	}
+	env.publish("test.in", "after")
+	runtimetest.Eventually(t, 10*time.Second, "after handled", func() bool { return env.settled("TEST", "fn-renamed", 3) })
+	for _, m := range runtimetest.StreamMessages(t, env.js, "TEST") {
+		if id := m.Header.Get(jetstream.MsgIDHeader); m.Subject == "test.out" && !strings.HasPrefix(id, "jetfn:fn:test.out:") {
+			t.Errorf("output %s has ID %q, want it scoped by the function's first name, jetfn:fn:…", m.Data, id)
+		}
+	}
+}

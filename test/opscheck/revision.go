@@ -142,6 +142,14 @@ func (r Revision) YAML(window time.Duration, replicas int) []byte {
 	fmt.Fprintf(&b, streamsYAML, window, replicas)
 	if f := r.Remote; f.Present {
 		writeFunction(&b, f, greetingsStream)
+		// A rename says which function it was, as the README asks of an
+		// operator: the consumer resumes the old one's position and keeps
+		// its output scope.
+		previous := remoteRenamed
+		if f.Name == remoteRenamed {
+			previous = remoteName
+		}
+		fmt.Fprintf(&b, "    renamedFrom: %s\n", previous)
 		b.WriteString("    remote:\n      subject: greeter.handle\n    outputs:\n      - {subject: greet.done, stream: OUT}\n")
 	}
 	if f := r.Recording; f.Present {

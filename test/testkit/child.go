@@ -131,7 +131,7 @@ func (c *Child) Ready(ctx context.Context) error {
 	case <-c.log.ready:
 		return nil
 	case <-c.done:
-		return fmt.Errorf("%s exited before it was ready: %v (see %s)", c.name(), c.err, c.log.name())
+		return fmt.Errorf("%s exited before it was ready: %v (see %s); its last lines:\n%s", c.name(), c.err, c.log.name(), lastLines(c.log.name(), 10))
 	case <-ctx.Done():
 		return fmt.Errorf("waiting for %s to be ready: %w", c.name(), ctx.Err())
 	}
@@ -196,3 +196,14 @@ func (l *logWatch) Write(p []byte) (int, error) {
 }
 
 func (l *logWatch) name() string { return l.w.Name() }
+
+// lastLines returns the file's last n lines, so a child that died before
+// it was ready explains itself in the test's own output (CI keeps no files).
+func lastLines(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
