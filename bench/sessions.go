@@ -79,7 +79,8 @@ func startBare(ctx context.Context, nc *nats.Conn, spec childSpec) (func() error
 
 // bareSummarizer makes the calls summarize-session makes, in its order:
 // count, wait quiet, recount (until two counts match), find sorted,
-// ReplaceOne upsert, publish with the summary's key as message ID. Its
+// InsertOne (on a duplicate key, the stored summary instead), publish with
+// the summary's key as message ID. Its
 // summary is a shorter computation than buildSummary's; both are
 // microseconds against milliseconds of Mongo.
 type bareSummarizer struct {
@@ -106,8 +107,12 @@ func (s bareSummarizer) handle(ctx context.Context, m jetstream.Msg) error {
 		return err
 	}
 	sum := summarize(evt, segs)
-	_, err = s.summaries.ReplaceOne(ctx, bson.D{{Key: "_id", Value: sum.ID}}, sum, options.Replace().SetUpsert(true))
-	if err != nil {
+	if _, err := s.summaries.InsertOne(ctx, sum); mongo.IsDuplicateKeyError(err) {
+		err = s.summaries.FindOne(ctx, bson.D{{Key: "_id", Value: sum.ID}}).Decode(&sum)
+		if err != nil {
+			return err
+		}
+	} else if err != nil {
 		return err
 	}
 	return s.publish(ctx, sum)

@@ -73,7 +73,9 @@ type TranscriptProcessed struct {
 }
 
 // Summary is the document summarize-session stores in SummariesCollection,
-// one per session: a second run replaces it.
+// one per session: the first run to store it wins, and a later run
+// announces that one instead of its own, so the summary and its
+// transcript.processed agree. UpdatedAt is when that first run built it.
 type Summary struct {
 	ID                string `bson:"_id" json:"_id"`
 	ConversationID    string `bson:"conversationId" json:"conversationId"`

@@ -3,7 +3,6 @@ package publish
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/jetfn/jetfn/events"
 )
@@ -14,12 +13,11 @@ import (
 // many goroutines.
 type Backend struct {
 	client *Client
-	now    func() time.Time
 }
 
 // NewBackend returns a Backend that publishes through client.
 func NewBackend(client *Client) *Backend {
-	return &Backend{client: client, now: time.Now}
+	return &Backend{client: client}
 }
 
 // Enabled reports whether the Backend publishes at all.
@@ -27,16 +25,15 @@ func (b *Backend) Enabled() bool { return b.client.Enabled() }
 
 // RecordingEvent publishes ev to recording.<event> with Nats-Msg-Id
 // <recordingId>:<event>:<ts>, so a retry of the same call is dropped by the
-// stream. A zero ts is set to now (epoch ms); the caller should set it
-// itself when it retries, or the retry is a new event. An event breaking
-// the contract (events.RecordingEventPayload) is refused, and logged,
-// before any publish. Like every publish here it waits at most the
-// Client's timeout, logs and returns its error, and never panics.
+// stream. ts is the caller's to set, once, when the event happens: a zero
+// ts is refused with ErrNoTS, because a ts filled in here would change on
+// every retry and make it a new event. An event breaking the contract
+// (events.RecordingEventPayload) is refused, and logged, before any
+// publish; so is a zero ts, even without NATS. Like every publish here it
+// waits at most the Client's timeout, logs and returns its error, and
+// never panics.
 func (b *Backend) RecordingEvent(ctx context.Context, ev events.RecordingEvent) error {
-	if ev.TS == 0 {
-		ev.TS = b.now().UnixMilli()
-	}
-	data, err := events.RecordingEventPayload.Encode(ev)
+	data, err := encodeRecordingEvent(ev)
 	if err != nil {
 		err = fmt.Errorf("publishing recording event %s: %w", ev.MsgID(), err)
 		if b.client.log != nil {
@@ -45,4 +42,13 @@ func (b *Backend) RecordingEvent(ctx context.Context, ev events.RecordingEvent) 
 		return err
 	}
 	return b.client.publish(ctx, ev.Subject(), ev.MsgID(), bytesOf(data))
+}
+
+// encodeRecordingEvent encodes ev by its contract, which refuses a zero ts
+// too; ErrNoTS says why in the publisher's terms.
+func encodeRecordingEvent(ev events.RecordingEvent) ([]byte, error) {
+	if ev.TS == 0 {
+		return nil, ErrNoTS
+	}
+	return events.RecordingEventPayload.Encode(ev)
 }

@@ -3,6 +3,7 @@ package publish_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -86,25 +87,30 @@ func TestBackendPublishesOnceWithMsgID(t *testing.T) {
 	}
 }
 
-func TestBackendSetsTS(t *testing.T) {
+// TestBackendRetryWithoutTS retries a call that left ts zero, a
+// millisecond later: the retry must not become a second event. ts is part
+// of the event's identity (its Nats-Msg-Id), so only the caller can keep it
+// the same across retries; a zero ts is refused and nothing is published.
+func TestBackendRetryWithoutTS(t *testing.T) {
 	ns, s := recordingServer(t)
-	before := time.Now().UnixMilli()
-	if err := newBackend(t, ns.ClientURL(), nil).RecordingEvent(context.Background(), stopped(0)); err != nil {
-		t.Fatal(err)
+	b := newBackend(t, ns.ClientURL(), nil)
+	var errs []error
+	for range 2 { // a retry of the same call
+		start := time.Now().UnixMilli()
+		runtimetest.Eventually(t, time.Second, "the clock past a millisecond", func() bool { return time.Now().UnixMilli() > start })
+		errs = append(errs, b.RecordingEvent(context.Background(), stopped(0)))
 	}
-	m, err := s.GetMsg(context.Background(), 1)
+	info, err := s.Info(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ev events.RecordingEvent
-	if err := json.Unmarshal(m.Data, &ev); err != nil {
-		t.Fatal(err)
+	if info.State.Msgs != 0 {
+		t.Errorf("stream holds %d messages for one event and its retry, want 0 (ts zero refused)", info.State.Msgs)
 	}
-	if ev.TS < before || ev.TS > time.Now().UnixMilli() {
-		t.Errorf("ts %d, want the publish time in epoch ms", ev.TS)
-	}
-	if want := ev.MsgID(); m.Header.Get(jetstream.MsgIDHeader) != want {
-		t.Errorf("Nats-Msg-Id %q, want %q", m.Header.Get(jetstream.MsgIDHeader), want)
+	for i, err := range errs {
+		if !errors.Is(err, publish.ErrNoTS) {
+			t.Errorf("call %d with ts 0: %v, want ErrNoTS", i+1, err)
+		}
 	}
 }
 
@@ -130,6 +136,8 @@ func TestBackendRefusesBadEvents(t *testing.T) {
 			want: `reason: missing (required when event is "deleted")`},
 		{name: "subject token in id", ev: events.RecordingEvent{TS: 1, Event: events.RecordingStarted, RecordingID: "a.b", ConversationID: "c"},
 			want: `recordingId: must not contain '.' (got "a.b")`},
+		{name: "ts zero", ev: events.RecordingEvent{Event: events.RecordingStarted, RecordingID: "r", ConversationID: "c"},
+			want: "needs its ts"},
 	}
 	var logs runtimetest.LogBuffer
 	b := newBackend(t, "", slog.New(slog.NewTextHandler(&logs, nil)))

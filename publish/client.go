@@ -3,7 +3,6 @@ package publish
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -119,7 +118,3 @@ func (c *Client) publish(ctx context.Context, subject, msgID string, encode func
 func bytesOf(data []byte) func() ([]byte, error) {
 	return func() ([]byte, error) { return data, nil }
 }
-
-// ErrNoMsgID is returned for a publish without a message ID: every event
-// needs one, or a publisher retry stores it twice.
-var ErrNoMsgID = errors.New("publish: a message ID is required")

@@ -2,7 +2,6 @@ package publish
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -16,9 +15,6 @@ import (
 // SaveTimeout bounds one segment write to Mongo, so a database outage
 // delays the transcriber by at most this long per segment.
 const SaveTimeout = 5 * time.Second
-
-// ErrNoDatabase is returned by NewTranscriber without a database.
-var ErrNoDatabase = errors.New("publish: the transcriber needs a Mongo database")
 
 // Transcriber is what the transcriber service calls: it saves each finished
 // segment to Mongo and publishes it, and announces the end of a session.

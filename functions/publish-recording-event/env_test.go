@@ -159,8 +159,8 @@ func (e *env) recording(id string) recordingDoc {
 	if err != nil {
 		e.t.Fatalf("reading recording %s: %v", id, err)
 	}
-	if len(doc.Pending) > 0 {
-		e.t.Errorf("recording %s still has %v pending", id, doc.Pending)
+	if len(doc.Counted) != doc.EventCount {
+		e.t.Errorf("recording %s has eventCount %d and %d counted keys %v", id, doc.EventCount, len(doc.Counted), doc.Counted)
 	}
 	return doc
 }

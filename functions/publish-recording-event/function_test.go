@@ -44,7 +44,9 @@ func play(t *testing.T, evs []events.RecordingEvent) result {
 	e := newEnv(t)
 	e.publish(evs...)
 	e.waitSettled(len(evs), settle)
-	return result{recording: e.recording(evs[0].RecordingID), timeline: e.timeline(evs[0].RecordingID), notices: e.notices()}
+	rec := e.recording(evs[0].RecordingID)
+	slices.Sort(rec.Counted) // in the order the events were counted
+	return result{recording: rec, timeline: e.timeline(evs[0].RecordingID), notices: e.notices()}
 }
 
 func TestStartStopDeleteRun(t *testing.T) {

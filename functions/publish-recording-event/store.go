@@ -24,12 +24,17 @@ import (
 // on FerretDB they scan recordings (one small document per recording).
 //
 //   - An event is counted once: count increments eventCount and adds the
-//     event's key to pending in one update whose filter requires the key to
-//     be absent from pending; then the timeline entry is inserted; then the
-//     key is pulled from pending. A redelivery finds the timeline entry
-//     (counted, skip) or the key in pending (counted, crash before the
-//     timeline insert). pending is empty between events, so the document
-//     stays small however many events a recording has.
+//     event's key to counted in one update whose filter requires the key to
+//     be absent from counted; then the timeline entry is inserted. Keys stay
+//     in counted for good, so however two deliveries of one event
+//     interleave (on two instances, a redelivery while the first delivery
+//     still runs), the second's update finds the key and changes nothing:
+//     eventCount is always the number of keys in counted. The price is one
+//     key ("<event>:<ts>", about 40 bytes stored) per distinct event in the
+//     document: some 400,000 events before MongoDB's 16 MiB limit. A
+//     delivery that finds its event in the timeline skips count; that also
+//     keeps an event counted by an earlier version of this function, whose
+//     key is not in counted, from being counted again.
 //   - stateKey is "<ts, 20 digits>:<lifecycle rank>:<event>", which sorts
 //     as the state rule does; count raises it with $max. Only the handler
 //     whose key is the maximum sets state (filter stateKey = its key), so a
@@ -40,7 +45,7 @@ import (
 //     sets failed=true only while stored is not true.
 type recordingDoc struct {
 	events.Recording `bson:",inline"`
-	Pending          []string `bson:"pending"`
+	Counted          []string `bson:"counted"`
 	StateKey         string   `bson:"stateKey"`
 	DeleteKey        string   `bson:"deleteKey,omitempty"`
 	Stored           bool     `bson:"stored"`
@@ -93,25 +98,20 @@ func (s store) record(ctx context.Context, ev events.RecordingEvent, payload []b
 }
 
 // countOnce counts ev and adds it to the timeline unless an earlier
-// delivery did, and then clears ev from pending.
+// delivery did.
 func (s store) countOnce(ctx context.Context, ev events.RecordingEvent, payload []byte) (recordingDoc, error) {
 	counted, err := s.inTimeline(ctx, ev)
 	if err != nil {
 		return recordingDoc{}, err
 	}
-	var doc recordingDoc
 	if counted {
-		doc, err = s.read(ctx, ev)
-	} else {
-		doc, err = s.count(ctx, ev)
-		if err == nil {
-			err = s.addToTimeline(ctx, ev, payload)
-		}
+		return s.read(ctx, ev)
 	}
+	doc, err := s.count(ctx, ev)
 	if err != nil {
 		return doc, err
 	}
-	return doc, s.clearPending(ctx, ev)
+	return doc, s.addToTimeline(ctx, ev, payload)
 }
 
 // read is the recording of an event already counted.
@@ -121,14 +121,6 @@ func (s store) read(ctx context.Context, ev events.RecordingEvent) (recordingDoc
 		err = fmt.Errorf("%s is in the timeline but its recording is missing", ev.MsgID())
 	}
 	return doc, err
-}
-
-func (s store) clearPending(ctx context.Context, ev events.RecordingEvent) error {
-	pull := bson.D{{Key: "$pull", Value: bson.D{{Key: "pending", Value: eventKey(ev)}}}}
-	if _, err := s.recordings.UpdateOne(ctx, bson.D{{Key: "_id", Value: ev.RecordingID}}, pull); err != nil {
-		return fmt.Errorf("clearing %s from pending: %w", ev.MsgID(), err)
-	}
-	return nil
 }
 
 func (s store) inTimeline(ctx context.Context, ev events.RecordingEvent) (bool, error) {
@@ -143,14 +135,14 @@ func (s store) inTimeline(ctx context.Context, ev events.RecordingEvent) (bool, 
 }
 
 // count adds ev to its recording. The upsert's filter matches only a
-// recording of the same conversation without ev pending; otherwise it
+// recording of the same conversation that has not counted ev; otherwise it
 // tries an insert, which fails on the _id, and lookup tells which case it
 // was.
 func (s store) count(ctx context.Context, ev events.RecordingEvent) (recordingDoc, error) {
 	filter := bson.D{
 		{Key: "_id", Value: ev.RecordingID},
 		{Key: "conversationId", Value: ev.ConversationID},
-		{Key: "pending", Value: bson.D{{Key: "$ne", Value: eventKey(ev)}}},
+		{Key: "counted", Value: bson.D{{Key: "$ne", Value: eventKey(ev)}}},
 	}
 	opts := options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)
 	for range maxCountAttempts {
@@ -188,7 +180,7 @@ func countUpdate(ev events.RecordingEvent) bson.D {
 		{Key: "$min", Value: bson.D{{Key: "firstTs", Value: ev.TS}}},
 		{Key: "$max", Value: maxes},
 		{Key: "$inc", Value: bson.D{{Key: "eventCount", Value: 1}}},
-		{Key: "$push", Value: bson.D{{Key: "pending", Value: eventKey(ev)}}},
+		{Key: "$push", Value: bson.D{{Key: "counted", Value: eventKey(ev)}}},
 	}
 	if len(set) > 0 {
 		update = append(update, bson.E{Key: "$set", Value: set})
@@ -197,10 +189,11 @@ func countUpdate(ev events.RecordingEvent) bson.D {
 }
 
 // lookup reads ev's recording. It explains a count upsert that hit the
-// _id: found is true when ev is pending (counted by a delivery that crashed
-// before the timeline insert); an error when the recording belongs to
-// another conversation; neither when a concurrent handler created the
-// recording between the filter and the insert, so count retries.
+// _id: found is true when ev is counted already (by another delivery, one
+// that crashed before the timeline insert or one still running); an error
+// when the recording belongs to another conversation; neither when a
+// concurrent handler created the recording between the filter and the
+// insert, so count retries.
 func (s store) lookup(ctx context.Context, ev events.RecordingEvent) (recordingDoc, bool, error) {
 	var doc recordingDoc
 	err := s.recordings.FindOne(ctx, bson.D{{Key: "_id", Value: ev.RecordingID}}).Decode(&doc)
@@ -213,7 +206,7 @@ func (s store) lookup(ctx context.Context, ev events.RecordingEvent) (recordingD
 		return doc, false, fmt.Errorf("%w: recording %s is in conversation %s, the event says %s",
 			ErrConversationMismatch, ev.RecordingID, doc.ConversationID, ev.ConversationID)
 	}
-	return doc, slices.Contains(doc.Pending, eventKey(ev)), nil
+	return doc, slices.Contains(doc.Counted, eventKey(ev)), nil
 }
 
 // settleState sets state to ev if ev holds the highest stateKey.

@@ -105,6 +105,46 @@ func TestSessionEndedTwice(t *testing.T) {
 	checkProcessed(t, s.processed("c2", "s2"), events.TranscriptProcessed{ConversationID: "c2", SessionID: "s2", Segments: 12, Complete: true})
 }
 
+// TestSecondRunAgreesWithOutput ends a session, lets a segment arrive after
+// its summary, and delivers session-ended again under another message ID
+// (a transcriber retrying after its duplicate window, a replay): the second
+// run sees one segment more. Its transcript.processed carries the key the
+// first run published, so the stream drops it; the stored summary must be
+// the one transcript.processed announced, the first committed.
+func TestSecondRunAgreesWithOutput(t *testing.T) {
+	s := startStack(t, testDB(t), testManifest(t, 200*time.Millisecond, ""))
+	s.save("c6", "s6", indexes(0, 11)...)
+	data, _ := json.Marshal(events.SessionEnded{ConversationID: "c6", SessionID: "s6", PublishedSegments: 12})
+	for i, id := range []string{"ended-1", "ended-2"} {
+		if _, err := s.js.Publish(context.Background(), events.SessionEndedSubject, data, jetstream.WithMsgID(id)); err != nil {
+			t.Fatal(err)
+		}
+		runtimetest.Eventually(t, 60*time.Second, id+" acked", func() bool { return s.settled(uint64(i + 1)) })
+		if i == 0 {
+			s.save("c6", "s6", 11) // late: after the first summary
+		}
+	}
+	msgs := s.processed("c6", "s6")
+	if len(msgs) != 1 {
+		t.Fatalf("stream holds %d transcript.processed for the session, want 1", len(msgs))
+	}
+	var out events.TranscriptProcessed
+	if err := json.Unmarshal(msgs[0].Data, &out); err != nil {
+		t.Fatal(err)
+	}
+	sums := s.summaries("c6", "s6")
+	if len(sums) != 1 {
+		t.Fatalf("%d summaries, want 1", len(sums))
+	}
+	if sums[0].Segments != out.Segments || sums[0].Complete != out.Complete {
+		t.Errorf("stored summary has %d segments, complete %v; transcript.processed says %d, %v",
+			sums[0].Segments, sums[0].Complete, out.Segments, out.Complete)
+	}
+	if out.Segments != 11 || out.Complete {
+		t.Errorf("transcript.processed %+v, want the first run's 11 segments, incomplete", out)
+	}
+}
+
 // TestLateSegmentsCounted saves the last three segments after
 // session-ended, while the handler is already waiting out its quiet period.
 // Each count sees at least one more only if a save lands within the quiet

@@ -22,7 +22,8 @@ const Name = "summarize-session"
 // or publish failure, or a context cancelled during the quiet wait, is a
 // plain error: the runtime naks with backoff and the next delivery starts
 // again from the top, which is safe because both side effects are
-// idempotent.
+// idempotent: the first summary stored for a session stays, and every run
+// announces that one.
 type Function struct {
 	cfg     Config
 	store   store
@@ -63,7 +64,9 @@ func (f *Function) Handle(ctx context.Context, msg jetfn.Msg) error {
 }
 
 // summarize runs the steps in an order that can restart from the top after
-// a crash anywhere: reads first, then the upsert, then the publish.
+// a crash anywhere: reads first, then the insert, then the publish of what
+// is stored. A run that finds a summary stored already (a redelivery, the
+// session ended twice) publishes that one, not its own.
 func (f *Function) summarize(ctx context.Context, msg jetfn.Msg, evt events.SessionEnded) error {
 	log := f.log.With("conversation_id", evt.ConversationID, "session_id", evt.SessionID,
 		"stream_seq", msg.StreamSequence, "num_delivered", msg.NumDelivered)
@@ -76,8 +79,8 @@ func (f *Function) summarize(ctx context.Context, msg jetfn.Msg, evt events.Sess
 	if err != nil {
 		return err
 	}
-	sum := buildSummary(evt, segs, f.now())
-	if err := f.store.saveSummary(ctx, sum); err != nil {
+	sum, err := f.store.saveSummary(ctx, buildSummary(evt, segs, f.now()))
+	if err != nil {
 		return err
 	}
 	if err := f.publishProcessed(ctx, sum); err != nil {
@@ -90,7 +93,8 @@ func (f *Function) summarize(ctx context.Context, msg jetfn.Msg, evt events.Sess
 
 // publishProcessed announces the stored summary, encoded and checked by
 // its contract. The Nats-Msg-Id is the summary's key, so a repeated run
-// inside the stream's duplicate window is dropped by the stream.
+// inside the stream's duplicate window is dropped by the stream; one
+// outside it announces the same summary again.
 func (f *Function) publishProcessed(ctx context.Context, sum events.Summary) error {
 	data, err := events.TranscriptProcessedPayload.Encode(events.TranscriptProcessed{
 		ConversationID: sum.ConversationID, SessionID: sum.SessionID,

@@ -51,27 +51,25 @@ func (s store) loadSegments(ctx context.Context, evt events.SessionEnded) ([]eve
 	return segs, nil
 }
 
-// saveSummary replaces the session's summary, creating it the first time.
-// A replace, never an insert: a second run for the same session overwrites
-// the first summary instead of adding another.
-//
-// Two runs for one session (session-ended published twice) can upsert at
-// the same moment; both miss the document, both insert, and the loser gets
-// a duplicate-key error. Its retry finds the document and replaces it, so
-// it is retried here at once rather than after the manifest's backoff.
-func (s store) saveSummary(ctx context.Context, sum events.Summary) error {
-	err := s.replaceSummary(ctx, sum)
-	if mongo.IsDuplicateKeyError(err) {
-		err = s.replaceSummary(ctx, sum)
+// saveSummary stores sum unless the session has a summary already, and
+// returns the session's summary: sum, or the one stored first. The first
+// committed summary is the session's for good, because the first
+// transcript.processed announced it and a later one under the same
+// message ID is dropped by the stream; replacing the summary would leave
+// the stored document and the announcement disagreeing (a later run sees
+// segments that arrived since). Two runs at once both insert; the loser's
+// duplicate-key error tells it to read the winner's.
+func (s store) saveSummary(ctx context.Context, sum events.Summary) (events.Summary, error) {
+	_, err := s.summaries.InsertOne(ctx, sum)
+	if err == nil {
+		return sum, nil
 	}
-	if err != nil {
-		return fmt.Errorf("saving summary %s: %w", sum.ID, err)
+	if !mongo.IsDuplicateKeyError(err) {
+		return sum, fmt.Errorf("saving summary %s: %w", sum.ID, err)
 	}
-	return nil
-}
-
-func (s store) replaceSummary(ctx context.Context, sum events.Summary) error {
-	opts := options.Replace().SetUpsert(true)
-	_, err := s.summaries.ReplaceOne(ctx, bson.D{{Key: "_id", Value: sum.ID}}, sum, opts)
-	return err
+	var stored events.Summary
+	if err := s.summaries.FindOne(ctx, bson.D{{Key: "_id", Value: sum.ID}}).Decode(&stored); err != nil {
+		return sum, fmt.Errorf("reading summary %s: %w", sum.ID, err)
+	}
+	return stored, nil
 }

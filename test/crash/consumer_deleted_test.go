@@ -110,8 +110,9 @@ func testRecreated(t *testing.T, bin string) {
 				t.Fatalf("recreated consumer: want the manifest's %+v, saw %+v", want, got)
 			}
 			// A recreated consumer may deliver the old session again; the
-			// upsert and the duplicate window must keep it single. A deleted
-			// stream took the old session's notification with it.
+			// summary's insert and the duplicate window must keep it
+			// single. A deleted stream took the old session's notification
+			// with it.
 			firstFrom := from
 			if tt.streamGone {
 				firstFrom = 1
