@@ -224,6 +224,9 @@ func (r *Runtime) retire(ctx context.Context, old *manifest.Manifest, plan manif
 	}
 	for _, a := range started {
 		if prev := r.find(a.b.spec.Name); prev != nil {
+			if prev.b.spec.Durable != a.b.spec.Durable && prev.b.consumer != nil {
+				prev.b.consumer.handedOver.Store(true)
+			}
 			out = append(out, prev)
 		}
 	}

@@ -58,6 +58,11 @@ type consumerHandle struct {
 	// recorded is the ack floor last recorded in positions, so an idle
 	// consumer's unchanged floor is not written again every look.
 	recorded atomic.Uint64
+	// handedOver is set when an Apply moved the function to another
+	// durable: this consumer's floor is recorded under its own key only,
+	// so the function's record keeps naming the durable that carries it
+	// on (catchup.go reads it).
+	handedOver atomic.Bool
 	// quiet is set for a backfill consumer, which the instance that
 	// finishes it deletes: missing is its end, not a fault.
 	quiet bool
@@ -84,7 +89,7 @@ func (h *consumerHandle) record(ctx context.Context) {
 		return
 	}
 	h.positions.record(ctx, position{Function: h.spec.Name, Stream: h.spec.Stream, StreamIdentity: h.streamIdentity(),
-		Durable: h.spec.Durable, AckFloor: floor, Filter: h.spec.FilterSubjects(), Scope: h.scopeName()})
+		Durable: h.spec.Durable, AckFloor: floor, Filter: h.spec.FilterSubjects(), Scope: h.scopeName()}, !h.handedOver.Load())
 }
 
 // scopeName is the binding's scope, or the function's name for a handle

@@ -82,9 +82,11 @@ func maxReplicas(m *manifest.Manifest) int {
 	return n
 }
 
-// record stores pos under both its keys. A failure is logged once, not
-// returned: a position is a fallback, and the next look records again.
-func (p *positionStore) record(ctx context.Context, pos position) {
+// record stores pos under its consumer key and, asFunction, under its
+// function key too (not for a durable the function has moved off). A
+// failure is logged once, not returned: a position is a fallback, and the
+// next look records again.
+func (p *positionStore) record(ctx context.Context, pos position, asFunction bool) {
 	if p == nil || p.kv == nil {
 		return
 	}
@@ -93,7 +95,7 @@ func (p *positionStore) record(ctx context.Context, pos position) {
 	if err == nil {
 		_, err = p.kv.Put(ctx, consumerKey(pos.Stream, pos.Durable), raw)
 	}
-	if err == nil {
+	if err == nil && asFunction {
 		_, err = p.kv.Put(ctx, functionKey(pos.Stream, pos.Function), raw)
 	}
 	p.mu.Lock()

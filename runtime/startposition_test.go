@@ -291,3 +291,51 @@ functions:
 		}
 	}
 }
+
+// TestDurableRenamedBack: a deploy renames the durable to fn-v2, a later
+// one back to fn, whose consumer (not pruned) still stands where the first
+// rename left it. What fn-v2 handled must not be handled again. Found by
+// test/opscheck (seed 102: "handled again after the duplicate window");
+// before the fix this test saw "while-renamed" handled twice.
+func TestDurableRenamedBack(t *testing.T) {
+	env := newEnv(t)
+	rec := &recorder{}
+	rt, err := New(env.nc, testManifest(t, ""), recorderFunctions(rec), WithLogger(testLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.handledThree(rt, rec)
+	if err := rt.Apply(context.Background(), testManifest(t, "    durable: fn-v2\n")); err != nil {
+		t.Fatal(err)
+	}
+	env.publish("test.in", "while-renamed")
+	runtimetest.Eventually(t, 10*time.Second, "handled under fn-v2", func() bool { return env.settled("TEST", "fn-v2", 4) })
+	if err := rt.Apply(context.Background(), testManifest(t, "")); err != nil {
+		t.Fatal(err)
+	}
+	env.wantOnlyTheLateOne(rec, "fn", "while-renamed")
+}
+
+func TestSubjectCovers(t *testing.T) {
+	tests := []struct {
+		filter, subject string
+		want            bool
+	}{
+		{"a.b", "a.b", true},
+		{"a.*", "a.b", true},
+		{"a.*", "a.*", true},
+		{"a.>", "a.b.c", true},
+		{"a.>", "a.*", true},
+		{"a.>", "a", false},
+		{"a.b", "a.*", false},
+		{"a.*", "a.>", false},
+		{"a.*", "a.b.c", false},
+		{"a.b.c", "a.b", false},
+		{">", "a", true},
+	}
+	for _, tt := range tests {
+		if got := subjectCovers(tt.filter, tt.subject); got != tt.want {
+			t.Errorf("subjectCovers(%q, %q) = %v, want %v", tt.filter, tt.subject, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,120 @@
+package runtime
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetfn/jetfn/manifest"
+)
+
+// A deploy that renames a function's durable from A to B and a later one
+// (or a rollback) that goes back to A find A where it stopped, behind
+// everything the function handled under B since: binding A as it is
+// hands all of that to the function again, outside the duplicate window
+// once the detour lasted longer. So before binding an existing consumer
+// jetfn compares it with the function's own position record: when that
+// names another durable on this incarnation of the stream, further along,
+// and that durable read every subject this one reads, jetfn moves this
+// consumer up to just after it (the server's consumer reset) and logs it.
+
+// catchUpReturningDurable moves spec's existing consumer up to the ack
+// floor the function reached under another durable, when that is safe;
+// otherwise it leaves the consumer as it is, with a warning when it is
+// behind. It never fails the bind: a consumer it cannot move is bound
+// where it stands, as before.
+func catchUpReturningDurable(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, spec manifest.FunctionSpec,
+	positions *positionStore, log *slog.Logger) {
+	c, err := stream.Consumer(ctx, spec.Durable)
+	if err != nil {
+		return // missing: ensureConsumer creates it from the records
+	}
+	ahead, ok := furtherUnderAnotherDurable(ctx, stream, spec, positions)
+	if !ok {
+		return
+	}
+	info := c.CachedInfo()
+	behind := info.AckFloor.Stream
+	if ahead.floor <= behind {
+		return
+	}
+	attrs := []any{"consumer", spec.Durable, "ack_floor", behind, "other_consumer", ahead.durable, "other_ack_floor", ahead.floor}
+	if !slices.Equal(sorted(filtersOf(info.Config)), sorted(spec.FilterSubjects())) || !coversAll(ahead.filter, spec.FilterSubjects()) {
+		log.Warn("consumer is behind what the function handled under another durable, which did not read the same subjects: "+
+			"it resumes where it stopped, and what it hands again is handled again", attrs...)
+		return
+	}
+	if _, err := js.ResetConsumerToSequence(ctx, spec.Stream, spec.Durable, ahead.floor+1); err != nil {
+		log.Warn("consumer is behind what the function handled under another durable and could not be moved up: "+
+			"it resumes where it stopped, and what it hands again is handled again", append(attrs, "err", err)...)
+		return
+	}
+	log.Info("moved a returning durable up to where the function got to under another durable", attrs...)
+}
+
+// aheadPosition is how far the function got under another durable.
+type aheadPosition struct {
+	durable string
+	floor   uint64
+	filter  []string
+}
+
+// furtherUnderAnotherDurable is the function's own position record when
+// it names another durable on this stream incarnation, with that
+// consumer's live floor and filter when it still exists.
+func furtherUnderAnotherDurable(ctx context.Context, stream jetstream.Stream, spec manifest.FunctionSpec,
+	positions *positionStore) (aheadPosition, bool) {
+	pos, err := positions.lookup(ctx, spec.Stream, "", spec.Name)
+	if err != nil || pos == nil || pos.Durable == spec.Durable || pos.StreamIdentity != StreamIdentity(stream.CachedInfo().Created) {
+		return aheadPosition{}, false
+	}
+	ahead := aheadPosition{durable: pos.Durable, floor: pos.AckFloor, filter: pos.Filter}
+	if other, err := stream.Consumer(ctx, pos.Durable); err == nil {
+		info := other.CachedInfo()
+		ahead.floor, ahead.filter = max(ahead.floor, info.AckFloor.Stream), filtersOf(info.Config)
+	}
+	return ahead, true
+}
+
+func sorted(s []string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
+}
+
+// coversAll reports whether every subject (which may hold wildcards) is
+// matched entirely by one of filters.
+func coversAll(filters, subjects []string) bool {
+	for _, s := range subjects {
+		if !slices.ContainsFunc(filters, func(f string) bool { return subjectCovers(f, s) }) {
+			return false
+		}
+	}
+	return true
+}
+
+// subjectCovers reports whether every subject that subject matches is
+// matched by filter: a '*' in filter takes any one token (a '*' too), a
+// '>' the rest, and a wildcard in subject only a wildcard as wide.
+func subjectCovers(filter, subject string) bool {
+	ft, st := strings.Split(filter, "."), strings.Split(subject, ".")
+	for i, f := range ft {
+		if f == ">" {
+			return i < len(st)
+		}
+		if i >= len(st) {
+			return false
+		}
+		switch s := st[i]; {
+		case s == ">":
+			return false
+		case f == "*":
+		case f != s || s == "*":
+			return false
+		}
+	}
+	return len(ft) == len(st)
+}
