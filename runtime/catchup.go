@@ -2,9 +2,12 @@ package runtime
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
-	"strings"
+	"strconv"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -18,14 +21,17 @@ import (
 // once the detour lasted longer. So before binding an existing consumer
 // jetfn compares it with the function's own position record: when that
 // names another durable on this incarnation of the stream, further along,
-// and that durable read every subject this one reads, jetfn moves this
-// consumer up to just after it (the server's consumer reset) and logs it.
+// jetfn moves this consumer up to just after it (the server's consumer
+// reset) and logs it. What B did not read (a narrower filter) is not
+// skipped: A takes B's filter first, with a handled-through note at its
+// own floor for each subject B left out, so the filter change that
+// follows hands those subjects' messages over with a backfill consumer
+// (filterchange.go), as any widening does.
 
 // catchUpReturningDurable moves spec's existing consumer up to the ack
-// floor the function reached under another durable, when that is safe;
-// otherwise it leaves the consumer as it is, with a warning when it is
-// behind. It never fails the bind: a consumer it cannot move is bound
-// where it stands, as before.
+// floor the function reached under another durable. It never fails the
+// bind: a consumer it cannot move is bound where it stands, as before,
+// with a warning.
 func catchUpReturningDurable(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, spec manifest.FunctionSpec,
 	positions *positionStore, log *slog.Logger) {
 	c, err := stream.Consumer(ctx, spec.Durable)
@@ -37,22 +43,45 @@ func catchUpReturningDurable(ctx context.Context, js jetstream.JetStream, stream
 		return
 	}
 	info := c.CachedInfo()
-	behind := info.AckFloor.Stream
-	if ahead.floor <= behind {
-		return
+	if ahead.floor <= info.AckFloor.Stream || info.Config.Metadata[backfillKey] != "" {
+		return // not behind; or in the middle of a filter change, which hands its own range over
 	}
-	attrs := []any{"consumer", spec.Durable, "ack_floor", behind, "other_consumer", ahead.durable, "other_ack_floor", ahead.floor}
-	if !slices.Equal(sorted(filtersOf(info.Config)), sorted(spec.FilterSubjects())) || !coversAll(ahead.filter, spec.FilterSubjects()) {
-		log.Warn("consumer is behind what the function handled under another durable, which did not read the same subjects: "+
-			"it resumes where it stopped, and what it hands again is handled again", attrs...)
-		return
-	}
-	if _, err := js.ResetConsumerToSequence(ctx, spec.Stream, spec.Durable, ahead.floor+1); err != nil {
+	attrs := []any{"consumer", spec.Durable, "ack_floor", info.AckFloor.Stream, "other_consumer", ahead.durable,
+		"other_ack_floor", ahead.floor, "other_filter", ahead.filter}
+	if err := moveUp(ctx, js, stream, info, ahead); err != nil {
 		log.Warn("consumer is behind what the function handled under another durable and could not be moved up: "+
 			"it resumes where it stopped, and what it hands again is handled again", append(attrs, "err", err)...)
 		return
 	}
 	log.Info("moved a returning durable up to where the function got to under another durable", attrs...)
+}
+
+// moveUp gives the consumer ahead's filter, notes the subjects ahead did
+// not read as handled through the consumer's own floor, and resets it to
+// just after ahead's floor.
+func moveUp(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, info *jetstream.ConsumerInfo, ahead aheadPosition) error {
+	have := filtersOf(info.Config)
+	if !slices.Equal(sorted(have), sorted(ahead.filter)) {
+		if len(ahead.filter) == 0 {
+			return errors.New("the other durable's filter is not known")
+		}
+		cfg := info.Config
+		cfg.Metadata = maps.Clone(cfg.Metadata)
+		if cfg.Metadata == nil {
+			cfg.Metadata = map[string]string{}
+		}
+		for _, s := range have {
+			if _, noted := cfg.Metadata[handledThroughPrefix+s]; !noted && !coversAll(ahead.filter, []string{s}) {
+				cfg.Metadata[handledThroughPrefix+s] = strconv.FormatUint(info.AckFloor.Stream, 10)
+			}
+		}
+		cfg.FilterSubject, cfg.FilterSubjects = "", ahead.filter
+		if _, err := stream.UpdateConsumer(ctx, cfg); err != nil {
+			return fmt.Errorf("taking the other durable's filter: %w", err)
+		}
+	}
+	_, err := js.ResetConsumerToSequence(ctx, info.Stream, info.Name, ahead.floor+1)
+	return err
 }
 
 // aheadPosition is how far the function got under another durable.
@@ -89,32 +118,9 @@ func sorted(s []string) []string {
 // matched entirely by one of filters.
 func coversAll(filters, subjects []string) bool {
 	for _, s := range subjects {
-		if !slices.ContainsFunc(filters, func(f string) bool { return subjectCovers(f, s) }) {
+		if !slices.ContainsFunc(filters, func(f string) bool { return manifest.SubjectCovered(s, f) }) {
 			return false
 		}
 	}
 	return true
-}
-
-// subjectCovers reports whether every subject that subject matches is
-// matched by filter: a '*' in filter takes any one token (a '*' too), a
-// '>' the rest, and a wildcard in subject only a wildcard as wide.
-func subjectCovers(filter, subject string) bool {
-	ft, st := strings.Split(filter, "."), strings.Split(subject, ".")
-	for i, f := range ft {
-		if f == ">" {
-			return i < len(st)
-		}
-		if i >= len(st) {
-			return false
-		}
-		switch s := st[i]; {
-		case s == ">":
-			return false
-		case f == "*":
-		case f != s || s == "*":
-			return false
-		}
-	}
-	return len(ft) == len(st)
 }
