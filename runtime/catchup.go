@@ -2,12 +2,8 @@ package runtime
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
-	"strconv"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -21,17 +17,21 @@ import (
 // once the detour lasted longer. So before binding an existing consumer
 // jetfn compares it with the function's own position record: when that
 // names another durable on this incarnation of the stream, further along,
-// jetfn moves this consumer up to just after it (the server's consumer
-// reset) and logs it. What B did not read (a narrower filter) is not
-// skipped: A takes B's filter first, with a handled-through note at its
-// own floor for each subject B left out, so the filter change that
-// follows hands those subjects' messages over with a backfill consumer
-// (filterchange.go), as any widening does.
+// and that durable read every subject this one reads, jetfn moves this
+// consumer up to just after it (the server's consumer reset) and logs it.
+//
+// A detour that read fewer subjects is left alone, with a warning: moving
+// the consumer up would skip what the detour did not read, and handing
+// that over with a backfill raced with a second instance applying the
+// same revision (opscheck lost messages that way). Handling the detour's
+// messages again is the lesser harm: their effects are keyed, and their
+// outputs deduplicated inside the window.
 
 // catchUpReturningDurable moves spec's existing consumer up to the ack
-// floor the function reached under another durable. It never fails the
-// bind: a consumer it cannot move is bound where it stands, as before,
-// with a warning.
+// floor the function reached under another durable, when that is safe;
+// otherwise it leaves the consumer as it is, with a warning when it is
+// behind. It never fails the bind: a consumer it cannot move is bound
+// where it stands, as before.
 func catchUpReturningDurable(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, spec manifest.FunctionSpec,
 	positions *positionStore, log *slog.Logger) {
 	c, err := stream.Consumer(ctx, spec.Durable)
@@ -43,45 +43,22 @@ func catchUpReturningDurable(ctx context.Context, js jetstream.JetStream, stream
 		return
 	}
 	info := c.CachedInfo()
-	if ahead.floor <= info.AckFloor.Stream || info.Config.Metadata[backfillKey] != "" {
-		return // not behind; or in the middle of a filter change, which hands its own range over
+	behind := info.AckFloor.Stream
+	if ahead.floor <= behind {
+		return
 	}
-	attrs := []any{"consumer", spec.Durable, "ack_floor", info.AckFloor.Stream, "other_consumer", ahead.durable,
-		"other_ack_floor", ahead.floor, "other_filter", ahead.filter}
-	if err := moveUp(ctx, js, stream, info, ahead); err != nil {
+	attrs := []any{"consumer", spec.Durable, "ack_floor", behind, "other_consumer", ahead.durable, "other_ack_floor", ahead.floor}
+	if !slices.Equal(sorted(filtersOf(info.Config)), sorted(spec.FilterSubjects())) || !coversAll(ahead.filter, spec.FilterSubjects()) {
+		log.Warn("consumer is behind what the function handled under another durable, which did not read the same subjects: "+
+			"it resumes where it stopped, and what it hands again is handled again", attrs...)
+		return
+	}
+	if _, err := js.ResetConsumerToSequence(ctx, spec.Stream, spec.Durable, ahead.floor+1); err != nil {
 		log.Warn("consumer is behind what the function handled under another durable and could not be moved up: "+
 			"it resumes where it stopped, and what it hands again is handled again", append(attrs, "err", err)...)
 		return
 	}
 	log.Info("moved a returning durable up to where the function got to under another durable", attrs...)
-}
-
-// moveUp gives the consumer ahead's filter, notes the subjects ahead did
-// not read as handled through the consumer's own floor, and resets it to
-// just after ahead's floor.
-func moveUp(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, info *jetstream.ConsumerInfo, ahead aheadPosition) error {
-	have := filtersOf(info.Config)
-	if !slices.Equal(sorted(have), sorted(ahead.filter)) {
-		if len(ahead.filter) == 0 {
-			return errors.New("the other durable's filter is not known")
-		}
-		cfg := info.Config
-		cfg.Metadata = maps.Clone(cfg.Metadata)
-		if cfg.Metadata == nil {
-			cfg.Metadata = map[string]string{}
-		}
-		for _, s := range have {
-			if _, noted := cfg.Metadata[handledThroughPrefix+s]; !noted && !coversAll(ahead.filter, []string{s}) {
-				cfg.Metadata[handledThroughPrefix+s] = strconv.FormatUint(info.AckFloor.Stream, 10)
-			}
-		}
-		cfg.FilterSubject, cfg.FilterSubjects = "", ahead.filter
-		if _, err := stream.UpdateConsumer(ctx, cfg); err != nil {
-			return fmt.Errorf("taking the other durable's filter: %w", err)
-		}
-	}
-	_, err := js.ResetConsumerToSequence(ctx, info.Stream, info.Name, ahead.floor+1)
-	return err
 }
 
 // aheadPosition is how far the function got under another durable.
