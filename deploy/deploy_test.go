@@ -87,7 +87,7 @@ func startPublisher(t *testing.T, js jetstream.JetStream) *publisher {
 			}
 			for _, subj := range subjects {
 				id := fmt.Sprintf("%s-%d", subj, i)
-				if _, err := js.Publish(context.Background(), subj, []byte(id), jetstream.WithMsgID(id)); err != nil {
+				if err := publishOnce(js, subj, id); err != nil {
 					t.Errorf("publishing %s: %v", id, err)
 					return
 				}
@@ -100,6 +100,30 @@ func startPublisher(t *testing.T, js jetstream.JetStream) *publisher {
 	t.Cleanup(func() { p.halt() })
 	return p
 }
+
+// publishRetries bounds how long one message is published again while its
+// ack does not come: a loaded machine can hold a publish past nats.go's 5s
+// default, and failing the test then only said the machine was busy.
+const publishRetries = 30 * time.Second
+
+// publishOnce publishes id until the stream acknowledges it: the message ID
+// makes a retry of a publish that was stored after all a duplicate, so the
+// message is stored once and recorded once.
+func publishOnce(js jetstream.JetStream, subject, id string) error {
+	deadline := time.Now().Add(publishRetries)
+	for {
+		_, err := js.Publish(context.Background(), subject, []byte(id), jetstream.WithMsgID(id))
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		<-time.After(50 * time.Millisecond) // a pause between attempts, not a wait for an effect
+	}
+}
+
+// publishedWithin bounds a wait for the publisher's next messages: 200
+// take about 1.5s idle and up to 3s with -race on two busy cores. It is a
+// deadline for progress, not a timing.
+const publishedWithin = time.Minute
 
 func (p *publisher) halt() {
 	select {

@@ -61,7 +61,7 @@ func TestLiveDeployRemote(t *testing.T) {
 	instances := []*runtime.Runtime{startInstance(t, ns.ClientURL(), fns, first), startInstance(t, ns.ClientURL(), fns, first)}
 	pub := startPublisher(t, js)
 	pub.betaOn.Store(true)
-	runtimetest.Eventually(t, 10*time.Second, "messages waiting for the remote function", func() bool {
+	runtimetest.Eventually(t, publishedWithin, "messages waiting for the remote function", func() bool {
 		return len(pub.ids("test.b")) >= 100
 	})
 	withRemote := manifestWith(alpha("2s"), remoteBeta)
@@ -80,7 +80,7 @@ func TestLiveDeployRemote(t *testing.T) {
 	})
 	t.Logf("remote-beta bound on both instances %s after the revision was stored", time.Since(start).Round(time.Millisecond))
 	bound := len(pub.ids("test.b"))
-	runtimetest.Eventually(t, 10*time.Second, "more published after the deploy", func() bool {
+	runtimetest.Eventually(t, publishedWithin, "more published after the deploy", func() bool {
 		return len(pub.ids("test.b")) >= bound+200
 	})
 	// A changed entry re-binds: the new binding starts, the old one drains.
@@ -97,7 +97,7 @@ func TestLiveDeployRemote(t *testing.T) {
 		return true
 	})
 	changed := len(pub.ids("test.b"))
-	runtimetest.Eventually(t, 10*time.Second, "more published after the change", func() bool {
+	runtimetest.Eventually(t, publishedWithin, "more published after the change", func() bool {
 		return len(pub.ids("test.b")) >= changed+200
 	})
 	pub.halt()
@@ -105,12 +105,14 @@ func TestLiveDeployRemote(t *testing.T) {
 	ids := pub.ids("test.b")
 	t.Logf("remote-beta: %d published, %d of them before the revision was stored", len(ids), before)
 	checkOnce(t, atRemote, ids, js, "remote-beta")
-	// The remote's effect comes first, its output a publish later.
-	var outputs map[string]int
+	// The remote's effect comes first, its output a publish later. The wait
+	// counts the outputs stored, one request a poll; reading them all (one
+	// request a message, test.a's and test.b's too) took seconds a poll
+	// under load, and is done once.
 	runtimetest.Eventually(t, 30*time.Second, "an output for every input", func() bool {
-		outputs = greeted(t, js)
-		return len(outputs) >= len(ids)
+		return subjectCount(t, js, "TEST", "test.greeted") >= uint64(len(ids))
 	})
+	outputs := greeted(t, js)
 	for _, rt := range instances {
 		for _, s := range rt.Stats() {
 			if s.Function == "remote-beta" {
@@ -128,6 +130,20 @@ func TestLiveDeployRemote(t *testing.T) {
 		t.Errorf("%d distinct outputs for %d inputs", len(outputs), len(ids))
 	}
 	checkOnce(t, h, pub.ids("test.a"), js, "alpha")
+}
+
+// subjectCount is how many messages on subject the stream holds.
+func subjectCount(t *testing.T, js jetstream.JetStream, stream, subject string) uint64 {
+	t.Helper()
+	s, err := js.Stream(context.Background(), stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(context.Background(), jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Subjects[subject]
 }
 
 // greeted counts the stored test.greeted outputs per input they name.

@@ -60,9 +60,12 @@ functions:
 	}
 	env.run(rt)
 
+	// The rollup goes first: a subject rollup purges what test.in held
+	// before it, which took the TTL message whenever it was stored before
+	// fn had been given that one (3 runs of 20).
 	inputs := []*nats.Msg{
-		{Subject: "test.in", Data: []byte("ttl"), Header: nats.Header{"Nats-TTL": {"1h"}}},
 		{Subject: "test.in", Data: []byte("rollup"), Header: nats.Header{"Nats-Rollup": {"sub"}}},
+		{Subject: "test.in", Data: []byte("ttl"), Header: nats.Header{"Nats-TTL": {"1h"}}},
 		{Subject: "counter.in", Header: nats.Header{"Nats-Incr": {"+1"}}},
 	}
 	for _, in := range inputs {

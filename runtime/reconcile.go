@@ -248,7 +248,18 @@ func ensureConsumer(ctx context.Context, stream jetstream.Stream, f manifest.Fun
 	default:
 		return nil, fmt.Errorf("looking up consumer %s of function %s: %w", f.Durable, f.Name, err)
 	}
-	c, err := stream.CreateOrUpdateConsumer(ctx, want)
+	create := stream.CreateOrUpdateConsumer
+	if start != nil {
+		create = stream.CreateConsumer // refused if another instance created it since the lookup
+	}
+	c, err := create(ctx, want)
+	if start != nil && errors.Is(err, jetstream.ErrConsumerExists) {
+		// Instances starting at once all find no consumer; the first to
+		// create it records its floor at once, and one that read the record
+		// after its lookup decided another start, which the server will not
+		// change. Theirs stands: take it as found.
+		return ensureConsumer(ctx, stream, f, digest, log, positions)
+	}
 	if err == nil {
 		if start != nil {
 			logCreated(log, c, *start)

@@ -26,12 +26,22 @@ type outcome struct {
 	deadLettered  bool
 }
 
+// readWithin bounds the retries of a read the report needs (Retry): the
+// last fault's node may still be electing leaders or taking clients back,
+// and its "no responders" must not end the run.
+const readWithin = time.Minute
+
 // classify reads every summary and notification and sorts each session
 // into the row of the fault it ended under (from one fault's start to the
 // next's), Jepsen-style: acknowledged sessions must have exactly one of
 // each; sessions never acknowledged are unknown, whatever became of them.
 func (h *Harness) classify(ctx context.Context, faults []Fault) (*Report, error) {
-	notes, err := testkit.ScanNotifications(ctx, h.js, transcriptionStream, 1)
+	var notes []testkit.Notification
+	err := testkit.Retry(ctx, readWithin, "reading notifications", func(ctx context.Context) error {
+		var err error
+		notes, err = testkit.ScanNotifications(ctx, h.js, transcriptionStream, 1)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("reading notifications: %w", err)
 	}
@@ -128,11 +138,15 @@ const (
 )
 
 func (h *Harness) lostWhere(ctx context.Context, p Publication) (string, error) {
-	s, err := h.js.Stream(ctx, transcriptionStream)
-	if err != nil {
-		return "", err
-	}
-	m, err := s.GetMsg(ctx, p.Seq)
+	var m *jetstream.RawStreamMsg
+	err := testkit.Retry(ctx, readWithin, "reading a lost session-ended", func(ctx context.Context) error {
+		s, err := h.js.Stream(ctx, transcriptionStream)
+		if err != nil {
+			return err
+		}
+		m, err = s.GetMsg(ctx, p.Seq)
+		return err
+	})
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return lostByNATS, nil
 	}
@@ -148,6 +162,16 @@ func (h *Harness) lostWhere(ctx context.Context, p Publication) (string, error) 
 // deadLettered reads every dead letter (runtime.deadletter keeps the
 // original payload) and returns the summary keys of the sessions in them.
 func (h *Harness) deadLettered(ctx context.Context) (map[string]bool, error) {
+	var out map[string]bool
+	err := testkit.Retry(ctx, readWithin, "reading dead letters", func(ctx context.Context) error {
+		var err error
+		out, err = h.readDeadLetters(ctx)
+		return err
+	})
+	return out, err
+}
+
+func (h *Harness) readDeadLetters(ctx context.Context) (map[string]bool, error) {
 	s, err := h.js.Stream(ctx, deadLetterStream)
 	if err != nil {
 		return nil, fmt.Errorf("reading dead letters: %w", err)

@@ -77,7 +77,12 @@ func (h *Harness) inject(ctx context.Context, k Kind, n int) (Fault, error) {
 	if err := h.waitSteady(ctx); err != nil {
 		return f, err
 	}
-	sl, cl, err := testkit.Leaders(ctx, h.js, transcriptionStream, functionName)
+	var sl, cl string
+	err := testkit.Retry(ctx, readWithin, "reading the leaders", func(ctx context.Context) error {
+		var err error
+		sl, cl, err = testkit.Leaders(ctx, h.js, transcriptionStream, functionName)
+		return err
+	})
 	if err != nil {
 		return f, err
 	}

@@ -193,7 +193,12 @@ func (h *Harness) exhaustSession(ctx context.Context, e Exhaustion, maxDeliver i
 // exhaustStart reads where the run starts: the consumer's delivery count,
 // and the next sequences of TRANSCRIPTION and DEADLETTER.
 func (h *Harness) exhaustStart(ctx context.Context) (base, from, dlFrom uint64, err error) {
-	info, err := consumerInfo(ctx, h.stack.js)
+	var info *jetstream.ConsumerInfo
+	err = testkit.Retry(ctx, readWithin, "reading the consumer", func(ctx context.Context) error {
+		var rerr error
+		info, rerr = consumerInfo(ctx, h.stack.js)
+		return rerr
+	})
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("reading the consumer: %w", err)
 	}
@@ -281,7 +286,12 @@ func (h *Harness) awaitDeadLetter(ctx context.Context, s session, orig original,
 	if err := h.stopChild(); err != nil {
 		return h.partial(s, from), err
 	}
-	dls, err := deadLetters(ctx, h.stack.js, dlFrom)
+	var dls []*jetstream.RawStreamMsg
+	err = testkit.Retry(ctx, readWithin, "reading dead letters", func(ctx context.Context) error {
+		var err error
+		dls, err = deadLetters(ctx, h.stack.js, dlFrom)
+		return err
+	})
 	if err != nil {
 		return h.partial(s, from), fmt.Errorf("reading dead letters: %w", err)
 	}

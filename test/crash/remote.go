@@ -150,7 +150,12 @@ func (h *Harness) remoteCount(ctx context.Context, from uint64) (int, []output, 
 	if err != nil {
 		return 0, nil, fmt.Errorf("counting documents: %w", err)
 	}
-	outs, err := scanOutputs(ctx, h.stack.js, from)
+	var outs []output
+	err = testkit.Retry(ctx, readWithin, "counting outputs", func(ctx context.Context) error {
+		var err error
+		outs, err = scanOutputs(ctx, h.stack.js, from)
+		return err
+	})
 	if err != nil {
 		return 0, nil, fmt.Errorf("counting outputs: %w", err)
 	}

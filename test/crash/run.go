@@ -113,7 +113,12 @@ func (h *Harness) runSession(ctx context.Context, p Point) (Result, error) {
 // of 30 tries in isolation and in 2 of 2 short-window runs of the -race
 // test; it errs towards fewer duplicates, so jetfn is not hurt by it.
 func (h *Harness) freshStreamIfShrinking(ctx context.Context, window time.Duration) error {
-	s, err := h.stack.js.Stream(ctx, transcriptionStream)
+	var s jetstream.Stream
+	err := testkit.Retry(ctx, readWithin, "reading stream "+transcriptionStream, func(ctx context.Context) error {
+		var err error
+		s, err = h.stack.js.Stream(ctx, transcriptionStream)
+		return err
+	})
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil
 	}
@@ -170,7 +175,12 @@ func (h *Harness) count(ctx context.Context, s session, from uint64) (int, int, 
 	if err != nil {
 		return 0, 0, fmt.Errorf("counting summaries: %w", err)
 	}
-	ns, err := testkit.ScanNotifications(ctx, h.stack.js, transcriptionStream, from)
+	var ns []testkit.Notification
+	err = testkit.Retry(ctx, readWithin, "counting notifications", func(ctx context.Context) error {
+		var err error
+		ns, err = testkit.ScanNotifications(ctx, h.stack.js, transcriptionStream, from)
+		return err
+	})
 	if err != nil {
 		return 0, 0, fmt.Errorf("counting notifications: %w", err)
 	}

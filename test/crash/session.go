@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/jetfn/jetfn/events"
+	"github.com/jetfn/jetfn/test/testkit"
 )
 
 // session is one transcript session the harness feeds to summarize-session.
@@ -74,13 +76,23 @@ func summaries(ctx context.Context, db *mongo.Database, s session) (int, error) 
 	return int(n), err
 }
 
+// readWithin bounds the retries of a read the harness makes once rather
+// than polls (testkit.Retry): right after a nats-server restart it can
+// meet "no responders" while the harness's connection comes back.
+const readWithin = time.Minute
+
 // nextSeq is the sequence the next message stored in stream will get.
 func nextSeq(ctx context.Context, js jetstream.JetStream, name string) (uint64, error) {
-	s, err := js.Stream(ctx, name)
-	if err != nil {
-		return 0, err
-	}
-	return s.CachedInfo().State.LastSeq + 1, nil
+	var next uint64
+	err := testkit.Retry(ctx, readWithin, "reading stream "+name, func(ctx context.Context) error {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			return err
+		}
+		next = s.CachedInfo().State.LastSeq + 1
+		return nil
+	})
+	return next, err
 }
 
 // consumerInfo is the function's durable consumer as the server sees it.

@@ -161,6 +161,11 @@ func (p *inProcess) stop(t *testing.T) {
 // both R3.
 func checkReplicas(t *testing.T, js jetstream.JetStream) {
 	t.Helper()
+	// The runtime is ready once its consumer exists, not once the R3
+	// groups have elected their leaders.
+	if _, _, err := leaders(t.Context(), js); err != nil {
+		t.Fatal(err)
+	}
 	s, err := js.Stream(t.Context(), transcriptionStream)
 	if err != nil {
 		t.Fatal(err)
@@ -193,7 +198,7 @@ func failover(t *testing.T, cl *Cluster, js jetstream.JetStream, rec *logRecord,
 	if err := testkit.WaitCurrent(ctx, js, transcriptionStream, durable); err != nil {
 		t.Fatal(err)
 	}
-	sl, clead, err := testkit.Leaders(ctx, js, transcriptionStream, durable)
+	sl, clead, err := leaders(ctx, js)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,13 +225,25 @@ func failover(t *testing.T, cl *Cluster, js jetstream.JetStream, rec *logRecord,
 	}
 	caughtUp := time.Since(restarted)
 	end := waitHandledAfter(t, rec, rec.Count()+20)
-	sl2, cl2, _ := testkit.Leaders(ctx, js, transcriptionStream, durable)
+	sl2, cl2, _ := leaders(ctx, js) // for the report only
 	hs := rec.Handled("")
 	return fmt.Sprintf("%s leader %s stopped (stream leader %s, consumer leader %s): largest gap with no session handled %s "+
 		"(while down %s, around its return %s); Stats took %s while it was down; its replicas current %s after the restart; leaders now stream %s, consumer %s",
 		role, victim, sl, clead, largestGap(hs, stopped, end).Round(10*time.Millisecond),
 		largestGap(hs, stopped, resumed).Round(10*time.Millisecond), largestGap(hs, restarted, end).Round(10*time.Millisecond),
 		statsTook.Round(time.Millisecond), caughtUp.Round(10*time.Millisecond), sl2, cl2)
+}
+
+// leaders names the servers that lead the stream and the function's
+// consumer, retrying while an election is under way.
+func leaders(ctx context.Context, js jetstream.JetStream) (string, string, error) {
+	var sl, cl string
+	err := testkit.Retry(ctx, readWithin, "reading the leaders", func(ctx context.Context) error {
+		var err error
+		sl, cl, err = testkit.Leaders(ctx, js, transcriptionStream, durable)
+		return err
+	})
+	return sl, cl, err
 }
 
 // waitHandled waits until n sessions in all were handled.

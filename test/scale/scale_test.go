@@ -181,7 +181,7 @@ func (f *fleet) split(t *testing.T, js jetstream.JetStream, db *mongo.Database, 
 // them are announced. Its unacked messages come back after the ack wait and
 // the two others finish the batch.
 func (f *fleet) killOne(t *testing.T, js jetstream.JetStream, db *mongo.Database, n int) {
-	before, err := testkit.SubjectCount(t.Context(), js, transcriptionStream, events.TranscriptProcessedSubject)
+	before, err := notificationCount(t.Context(), js)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,14 +190,15 @@ func (f *fleet) killOne(t *testing.T, js jetstream.JetStream, db *mongo.Database
 	publishBatch(t, js, db, ss)
 	ctx, cancel := context.WithTimeout(t.Context(), settleTimeout(n))
 	defer cancel()
+	var atKill uint64
 	err = poll(ctx, 20*time.Millisecond, "a third of the batch announced", func() bool {
 		c, err := testkit.SubjectCount(ctx, js, transcriptionStream, events.TranscriptProcessedSubject)
+		atKill = c
 		return err == nil && c >= before+uint64(n/3)
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	atKill, _ := testkit.SubjectCount(ctx, js, transcriptionStream, events.TranscriptProcessedSubject)
 	f.children[0].Kill()
 	killed := time.Now()
 	if err := waitSettled(ctx, js, int(before)+n); err != nil {
@@ -215,7 +216,13 @@ func (f *fleet) killOne(t *testing.T, js jetstream.JetStream, db *mongo.Database
 		"survivors handled %d redeliveries, the first %s after the kill (ack wait 6s); all settled %s after the kill, %s after the first publish; %s",
 		atKill-before, n, shares, redelivered(survivors), took, after.Round(100*time.Millisecond),
 		time.Since(start).Round(100*time.Millisecond), verdict)
-	if dl, err := deadLettered(t.Context(), js); err != nil || dl != 0 {
+	var dl uint64
+	err = testkit.Retry(t.Context(), readWithin, "reading the dead-letter stream", func(ctx context.Context) error {
+		var rerr error
+		dl, rerr = deadLettered(ctx, js)
+		return rerr
+	})
+	if err != nil || dl != 0 {
 		t.Errorf("dead letters: %d (err %v), want 0", dl, err)
 	}
 }

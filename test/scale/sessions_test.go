@@ -170,6 +170,23 @@ func waitSettled(ctx context.Context, js jetstream.JetStream, want int) error {
 	})
 }
 
+// readWithin bounds the retries of a read a test makes once rather than
+// polls (testkit.Retry): its 2s request timeout, or an election after a
+// failover, must not fail the test on a loaded machine.
+const readWithin = time.Minute
+
+// notificationCount is how many transcript.processed messages the stream
+// holds, read once with retries.
+func notificationCount(ctx context.Context, js jetstream.JetStream) (uint64, error) {
+	var n uint64
+	err := testkit.Retry(ctx, readWithin, "counting notifications", func(ctx context.Context) error {
+		var err error
+		n, err = testkit.SubjectCount(ctx, js, transcriptionStream, events.TranscriptProcessedSubject)
+		return err
+	})
+	return n, err
+}
+
 // notificationCounts reads every transcript.processed message in the
 // stream and counts them per summary key.
 func notificationCounts(ctx context.Context, js jetstream.JetStream) (map[string]int, error) {

@@ -26,7 +26,8 @@ func WaitCurrent(ctx context.Context, js jetstream.JetStream, stream, consumer s
 	}
 }
 
-// Leaders names the servers that lead the stream and the consumer.
+// Leaders names the servers that lead the stream and the consumer; while
+// either has none, it says so with ErrNoLeader (Transient).
 func Leaders(ctx context.Context, js jetstream.JetStream, stream, consumer string) (string, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -41,6 +42,10 @@ func Leaders(ctx context.Context, js jetstream.JetStream, stream, consumer strin
 	si, ci := s.CachedInfo(), c.CachedInfo()
 	if si.Cluster == nil || ci.Cluster == nil {
 		return "", "", fmt.Errorf("%s/%s: no cluster info", stream, consumer)
+	}
+	if si.Cluster.Leader == "" || ci.Cluster.Leader == "" {
+		return si.Cluster.Leader, ci.Cluster.Leader, fmt.Errorf("%s/%s: stream leader %q, consumer leader %q: %w",
+			stream, consumer, si.Cluster.Leader, ci.Cluster.Leader, ErrNoLeader)
 	}
 	return si.Cluster.Leader, ci.Cluster.Leader, nil
 }

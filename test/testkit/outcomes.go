@@ -40,7 +40,9 @@ type Notification struct {
 }
 
 // ScanNotifications reads every transcript.processed message stored in
-// stream from sequence from on, with a short-lived ephemeral consumer.
+// stream from sequence from on, with a short-lived ephemeral consumer. It
+// makes one attempt: a caller that reads once, rather than polling, wraps
+// it in Retry.
 func ScanNotifications(ctx context.Context, js jetstream.JetStream, stream string, from uint64) ([]Notification, error) {
 	s, err := js.Stream(ctx, stream)
 	if err != nil {
@@ -77,7 +79,7 @@ func ScanNotifications(ctx context.Context, js jetstream.JetStream, stream strin
 			return nil, err
 		}
 		if got == 0 {
-			return nil, fmt.Errorf("scanning notifications: %d of %d read", len(out), pending)
+			return nil, fmt.Errorf("scanning notifications: %d of %d read: %w", len(out), pending, ErrScanStalled)
 		}
 	}
 	return out, nil

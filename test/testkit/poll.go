@@ -2,13 +2,9 @@ package testkit
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 )
-
-// ErrDeadline is returned by Poll when its condition never held.
-var ErrDeadline = errors.New("deadline passed")
 
 // Poll calls cond every interval until it reports done, returns an error,
 // or ctx is done. A transient error (a server restarting) is what cond
