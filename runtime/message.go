@@ -355,6 +355,31 @@ func (t *unsettledSet) start(d *delivery, deadline time.Time, wk *worker) bool {
 	return d.move(stateBuffered, stateRunning)
 }
 
+// setAttempt sets a running delivery's attempt; false if the keeper abandoned
+// it first. Counting may take a KV round trip (attempts.go), past the
+// handler's deadline in an outage: the lock orders the write before the
+// keeper's abandonment, or drops it, so the worker that settles an
+// abandoned delivery never reads an attempt being written.
+func (t *unsettledSet) setAttempt(d *delivery, a attempt) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if deliveryState(d.state.Load()) != stateRunning {
+		return false
+	}
+	d.attempt = a
+	return true
+}
+
+// countedAttempt is an abandoned delivery's attempt, or its delivery count
+// if it was abandoned before setAttempt. Its keeper's abandonment, under
+// the lock setAttempt takes, happened before this is read.
+func (d *delivery) countedAttempt(msg jetfn.Msg) attempt {
+	if d.attempt.n == 0 {
+		return attempt{n: msg.NumDelivered}
+	}
+	return d.attempt
+}
+
 // process handles one delivery on worker wk, then settles it, and returns
 // the state it left the delivery in; a settled one is already forgotten.
 // The keeper heartbeats it while the handler runs, and abandons it if the
@@ -381,7 +406,10 @@ func (b *binding) process(ctx context.Context, d *delivery, wk *worker) delivery
 	if b.backfill != nil && !b.backfill.hands(msg.Subject, msg.StreamSequence) {
 		return b.passOver(d) // the main consumer delivers it, or did
 	}
-	d.attempt = b.attempts.next(ctx, b.spec.Name, msg, func(prior uint64) bool { return prior < uint64(b.spec.MaxDeliver) })
+	a := b.attempts.next(ctx, b.spec.Name, msg, func(prior uint64) bool { return prior < uint64(b.spec.MaxDeliver) })
+	if !b.unsettled.setAttempt(d, a) {
+		return b.unfinished(d) // abandoned while its run was being counted
+	}
 	if d.attempt.n > uint64(b.spec.MaxDeliver) {
 		// Every allowed run ended without a result: the consumer has one
 		// delivery more than maxDeliver for exactly this (attempts.go).

@@ -79,7 +79,7 @@ func (w *workers) run(abandoned *delivery, stats *workerCounters, take bool) {
 		if abandoned != nil {
 			msg, err := w.b.metaOf(abandoned), fmt.Errorf("%w: handler still running after its timeout of %s",
 				ErrHandlerTimeout, w.b.spec.Timeout)
-			w.b.settle(abandoned.msg, msg, err, abandoned.attempt)
+			w.b.settle(abandoned.msg, msg, err, abandoned.countedAttempt(msg))
 			w.b.recordRun(abandoned, msg, time.Now().Add(-w.b.spec.Timeout), w.b.spec.Timeout, err) // console: recent runs
 			w.done(abandoned)
 		}
