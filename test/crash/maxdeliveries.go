@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jetfn/jetfn/manifest"
 	"github.com/jetfn/jetfn/test/testkit"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -183,7 +184,7 @@ func (h *Harness) exhaustSession(ctx context.Context, e Exhaustion, maxDeliver i
 	if err != nil {
 		return Result{}, err
 	}
-	restart, err := h.exhaust(ctx, e, maxDeliver, s, base, ev)
+	restart, err := h.exhaust(ctx, e, maxDeliver, s, orig.seq, base, ev)
 	if err != nil {
 		return h.partial(s, from), err
 	}
@@ -214,10 +215,10 @@ func (h *Harness) exhaustStart(ctx context.Context) (base, from, dlFrom uint64, 
 // exhaust kills the child in the handler of every allowed delivery, keeps
 // it down past ackWait each time and well past it after the last, and
 // returns when the child was started once more.
-func (h *Harness) exhaust(ctx context.Context, e Exhaustion, maxDeliver int, s session, base uint64,
+func (h *Harness) exhaust(ctx context.Context, e Exhaustion, maxDeliver int, s session, seq, base uint64,
 	ev *exhaustEvidence) (time.Time, error) {
 	for n := 1; n <= maxDeliver; n++ {
-		if err := h.killInDelivery(ctx, s, base, n, ev); err != nil {
+		if err := h.killInDelivery(ctx, s, seq, base, n, ev); err != nil {
 			return time.Time{}, err
 		}
 		down := e.downBetween()
@@ -237,8 +238,11 @@ func (h *Harness) exhaust(ctx context.Context, e Exhaustion, maxDeliver int, s s
 }
 
 // killInDelivery waits until delivery n is in the handler, kills the child
-// and checks that the handler had stored nothing yet.
-func (h *Harness) killInDelivery(ctx context.Context, s session, base uint64, n int, ev *exhaustEvidence) error {
+// and checks that the handler had stored nothing yet. A redelivery is in
+// the handler once jetfn has recorded its run (runtime/attempts.go): one
+// killed before that is not a run, and jetfn rightly runs the handler
+// once more than the row allows, so the kill waits for the record.
+func (h *Harness) killInDelivery(ctx context.Context, s session, seq, base uint64, n int, ev *exhaustEvidence) error {
 	want := base + uint64(n)
 	var info *jetstream.ConsumerInfo
 	err := testkit.Poll(ctx, 5*time.Millisecond, fmt.Sprintf("delivery %d", n), func(ctx context.Context) bool {
@@ -251,6 +255,11 @@ func (h *Harness) killInDelivery(ctx context.Context, s session, base uint64, n 
 	})
 	if err != nil {
 		return err
+	}
+	if n > 1 {
+		if err := awaitRunRecorded(ctx, h.stack.js, seq, n); err != nil {
+			return err
+		}
 	}
 	h.killChild()
 	ev.lastKill = time.Now()
@@ -266,6 +275,33 @@ func (h *Harness) killInDelivery(ctx context.Context, s session, base uint64, n 
 		return fmt.Errorf("kill missed its point: the handler of delivery %d had stored the summary", n)
 	}
 	return nil
+}
+
+// awaitRunRecorded waits until the run of delivery n of the message at
+// TRANSCRIPTION sequence seq is recorded: its record counts n-1 runs (the
+// first delivery's is not written down).
+func awaitRunRecorded(ctx context.Context, js jetstream.JetStream, seq uint64, n int) error {
+	prefix, suffix, want := functionName+"."+transcriptionStream+".", "."+strconv.FormatUint(seq, 10), strconv.Itoa(n-1)
+	return testkit.Poll(ctx, 5*time.Millisecond, fmt.Sprintf("the run of delivery %d recorded", n), func(ctx context.Context) bool {
+		kv, err := js.KeyValue(ctx, manifest.AttemptsBucket)
+		if err != nil {
+			return false
+		}
+		keys, err := kv.ListKeys(ctx)
+		if err != nil {
+			return false
+		}
+		for key := range keys.Keys() {
+			if !strings.HasPrefix(key, prefix) || !strings.HasSuffix(key, suffix) {
+				continue
+			}
+			if e, err := kv.Get(ctx, key); err == nil && string(e.Value()) == want {
+				_ = keys.Stop()
+				return true
+			}
+		}
+		return false
+	})
 }
 
 // awaitDeadLetter polls DEADLETTER after the final restart, then stops the
