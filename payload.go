@@ -3,9 +3,10 @@ package jetfn
 import (
 	"context"
 	"fmt"
+	"reflect"
+	"strings"
 
-	"github.com/go-json-experiment/json"
-	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/jetfn/jetfn/internal/schema"
 )
 
 // Validator is implemented by payload and config types with a rule that a
@@ -26,25 +27,21 @@ type Validator interface {
 // A Payload is built once, usually as a package-level MustPayload, and is
 // safe for concurrent use.
 type Payload[T any] struct {
-	schema *jsonschema.Schema
-	rules  *schemaRules
+	schema *schema.Schema
 }
 
-// NewPayload compiles schema (JSON Schema draft 2020-12 unless its $schema
+// NewPayload compiles the schema raw (JSON Schema draft 2020-12 unless its $schema
 // says otherwise) and checks that it agrees with T: every property the
 // schema names is a field of T with that JSON name and a JSON type T can
 // take, every JSON field of T is a property, and every required property
 // is a field. The error names each mismatch. The schema must be
 // self-contained: references to other files are refused.
-func NewPayload[T any](schema []byte) (*Payload[T], error) {
-	compiled, rules, err := compileSchema(schema)
+func NewPayload[T any](raw []byte) (*Payload[T], error) {
+	compiled, err := schema.Compile(raw, reflect.TypeFor[T]())
 	if err != nil {
 		return nil, err
 	}
-	if err := checkAgreement[T](compiled); err != nil {
-		return nil, err
-	}
-	return &Payload[T]{schema: compiled, rules: rules}, nil
+	return &Payload[T]{schema: compiled}, nil
 }
 
 // MustPayload is NewPayload for package-level variables: it panics on an
@@ -67,16 +64,12 @@ func MustPayload[T any](schema []byte) *Payload[T] {
 // the schema does not name are allowed and ignored.
 func (p *Payload[T]) Decode(data []byte) (T, error) {
 	var zero T
-	tree, probs := readTree(data, p.rules.names)
-	if probs != nil {
-		return zero, probs
-	}
-	if probs := p.check(tree); probs != nil {
-		return zero, probs
+	if probs := p.schema.Check(data); probs != nil {
+		return zero, &PayloadError{Problems: probs}
 	}
 	var v T // on the heap, as Unmarshal takes its address: only here
-	if err := json.Unmarshal(data, &v, decodeOptions); err != nil {
-		return zero, &PayloadError{Problems: []string{decodeProblem(err)}}
+	if probs := schema.Unmarshal(data, &v); probs != nil {
+		return zero, &PayloadError{Problems: probs}
 	}
 	if err := validate(&v); err != nil {
 		return zero, err
@@ -88,16 +81,12 @@ func (p *Payload[T]) Decode(data []byte) (T, error) {
 // refuses to send what every consumer would refuse. The JSON it returns is
 // what was checked, to be published as it is.
 func (p *Payload[T]) Encode(v T) ([]byte, error) {
-	data, err := json.Marshal(v, json.Deterministic(true))
+	data, err := schema.Marshal(v)
 	if err != nil {
 		return nil, fmt.Errorf("encoding payload: %w", err)
 	}
-	tree, probs := readTree(data, p.rules.names)
-	if probs != nil {
-		return nil, probs
-	}
-	if probs := p.check(tree); probs != nil {
-		return nil, probs
+	if probs := p.schema.Check(data); probs != nil {
+		return nil, &PayloadError{Problems: probs}
 	}
 	if err := validate(&v); err != nil {
 		return nil, err
@@ -120,15 +109,6 @@ func (p *Payload[T]) Handler(handle func(ctx context.Context, msg Msg, v T) erro
 	})
 }
 
-// check validates tree against the schema and words every problem.
-func (p *Payload[T]) check(tree any) *PayloadError {
-	err := p.schema.Validate(tree)
-	if err == nil {
-		return nil
-	}
-	return p.rules.problems(tree, err)
-}
-
 // validate runs v's Validate, if it has one, and lists its problems.
 func validate(v any) error {
 	val, ok := v.(Validator)
@@ -136,7 +116,23 @@ func validate(v any) error {
 		return nil
 	}
 	if err := val.Validate(); err != nil {
-		return validatorProblems(err)
+		return &PayloadError{Problems: schema.ValidatorProblems(err)}
 	}
 	return nil
+}
+
+// PayloadError is every way a payload breaks its contract, each problem
+// worded in the payload's own terms: "<path>: <what is wrong>", where the
+// path is the member's JSON path (conversationId, segments[2].text) and is
+// left out for the payload as a whole. Problems are sorted by path. The
+// same fault reads the same in every function.
+type PayloadError struct {
+	Problems []string
+}
+
+// Error lists the problems on one line, as a dead letter's reason:
+// "payload: sessionId: missing; publishedSegments: want an integer, got a
+// string".
+func (e *PayloadError) Error() string {
+	return "payload: " + strings.Join(e.Problems, "; ")
 }

@@ -1,4 +1,4 @@
-package jetfn
+package schema
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package jetfn
+package schema
 
 import (
 	"encoding/json"
@@ -13,7 +13,7 @@ import (
 // problems words every problem of a failed validation of tree. The
 // validator's own messages name keywords, schema URLs and Go types; these
 // name the member and say what is wrong with it in JSON's words.
-func (r *schemaRules) problems(tree any, err error) *PayloadError {
+func (r *schemaRules) problems(tree any, err error) []string {
 	verr, ok := err.(*jsonschema.ValidationError)
 	if !ok {
 		return problem("", "cannot be checked: "+err.Error())
@@ -23,7 +23,7 @@ func (r *schemaRules) problems(tree any, err error) *PayloadError {
 	if len(probs) == 0 {
 		probs = append(probs, problemAt{what: "breaks the schema"})
 	}
-	return newPayloadError(probs)
+	return sortedProblems(probs)
 }
 
 // collect adds the problems of e and its causes. Errors that only group

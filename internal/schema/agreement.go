@@ -1,4 +1,4 @@
-package jetfn
+package schema
 
 import (
 	"encoding"
@@ -13,11 +13,10 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-// checkAgreement reports every way T's JSON fields and the schema's
+// checkAgreement reports every way t's JSON fields and the schema's
 // properties differ, so that the schema states every rule and the Go type
 // cannot hold what the schema forbids nor miss what it names.
-func checkAgreement[T any](s *jsonschema.Schema) error {
-	t := reflect.TypeFor[T]()
+func checkAgreement(t reflect.Type, s *jsonschema.Schema) error {
 	a := agreement{inside: map[reflect.Type]bool{}}
 	a.agree(t, s, "", true)
 	errs := a.errs

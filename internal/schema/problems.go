@@ -1,4 +1,4 @@
-package jetfn
+package schema
 
 import (
 	"cmp"
@@ -9,25 +9,7 @@ import (
 	"strings"
 
 	"github.com/go-json-experiment/json"
-
-	"github.com/jetfn/jetfn/internal/problems"
 )
-
-// PayloadError is every way a payload breaks its contract, each problem
-// worded in the payload's own terms: "<path>: <what is wrong>", where the
-// path is the member's JSON path (conversationId, segments[2].text) and is
-// left out for the payload as a whole. Problems are sorted by path. The
-// same fault reads the same in every function.
-type PayloadError struct {
-	Problems []string
-}
-
-// Error lists the problems on one line, as a dead letter's reason:
-// "payload: sessionId: missing; publishedSegments: want an integer, got a
-// string".
-func (e *PayloadError) Error() string {
-	return "payload: " + strings.Join(e.Problems, "; ")
-}
 
 // pathStep is one step into a JSON value: a member name or an array index.
 type pathStep struct {
@@ -69,7 +51,7 @@ func plainName(name string) bool {
 	return name != ""
 }
 
-// problemAt is one problem before it is worded into a PayloadError.
+// problemAt is one problem before it is worded into a Error.
 type problemAt struct {
 	path, what string
 }
@@ -81,8 +63,8 @@ func (p problemAt) String() string {
 	return p.path + ": " + p.what
 }
 
-// newPayloadError sorts problems by path, drops repeats, and words them.
-func newPayloadError(probs []problemAt) *PayloadError {
+// sortedProblems sorts problems by path, drops repeats, and words them.
+func sortedProblems(probs []problemAt) []string {
 	byPath := func(a, b problemAt) int { return cmp.Compare(a.path, b.path) }
 	if !slices.IsSortedFunc(probs, byPath) {
 		slices.SortStableFunc(probs, byPath)
@@ -92,21 +74,11 @@ func newPayloadError(probs []problemAt) *PayloadError {
 	for i, p := range probs {
 		out[i] = p.String()
 	}
-	return &PayloadError{Problems: out}
+	return out
 }
 
-func problem(path, what string) *PayloadError {
-	return &PayloadError{Problems: []string{problemAt{path: path, what: what}.String()}}
-}
-
-// validatorProblems lists what a Validate method reported, one problem per
-// errors.Join part.
-func validatorProblems(err error) *PayloadError {
-	var probs []problemAt
-	for _, e := range problems.Split(err) {
-		probs = append(probs, problemAt{what: e.Error()})
-	}
-	return newPayloadError(probs)
+func problem(path, what string) []string {
+	return []string{problemAt{path: path, what: what}.String()}
 }
 
 // decodeProblem words an error of decoding into T, which the schema

@@ -1,4 +1,4 @@
-package jetfn
+package schema
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ import (
 // integer and range checks see what the publisher wrote. A name found in
 // names is that string rather than a new one: most names a payload holds
 // are its schema's.
-func readTree(data []byte, names map[string]string) (any, *PayloadError) {
+func readTree(data []byte, names map[string]string) (any, []string) {
 	if len(bytes.Trim(data, jsonSpace)) == 0 {
 		return nil, problem("", "empty")
 	}
@@ -180,7 +180,7 @@ func (e errNumber) Error() string { return "number " + e.reason }
 
 // textProblem words an error of readTree: where the text stops being JSON,
 // or which name repeats.
-func textProblem(data []byte, err error) *PayloadError {
+func textProblem(data []byte, err error) []string {
 	var path []pathStep
 	if te, ok := err.(*treeError); ok {
 		path, err = te.path, te.err
