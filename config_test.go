@@ -53,9 +53,9 @@ func TestConfigDecode(t *testing.T) {
 		{name: "a key in the wrong case gets the right one", block: "maxrounds: 3",
 			wantErr: "line 1: maxrounds: unknown key; did you mean maxRounds?"},
 		{name: "a key nothing is close to lists the keys", block: "speed: 3",
-			wantErr: "line 1: speed: unknown key; the keys are quiet, maxRounds, retry, limits, labels, name, every"},
+			wantErr: "line 1: speed: unknown key; the keys here are every, labels, limits, maxRounds, name, quiet, retry"},
 		{name: "a yaml:\"-\" field takes no key", block: "hidden: 1",
-			wantErr: "line 1: hidden: unknown key; the keys are quiet, maxRounds, retry, limits, labels, name, every"},
+			wantErr: "line 1: hidden: unknown key; the keys here are every, labels, limits, maxRounds, name, quiet, retry"},
 		{name: "an inline struct's key in the wrong case", block: "Every: 1s",
 			wantErr: "line 1: Every: unknown key; did you mean every?"},
 		{name: "a nested typo has its path", block: "retry:\n  mx: 3",
@@ -63,15 +63,19 @@ func TestConfigDecode(t *testing.T) {
 		{name: "a typo behind a pointer has its path", block: "limits:\n  brust: 3",
 			wantErr: "line 2: limits.brust: unknown key; did you mean burst?"},
 		{name: "a bad value names its key and line", block: "maxRounds: 1\nquiet: soon",
-			wantErr: "line 2: quiet: cannot unmarshal !!str `soon` into time.Duration"},
+			wantErr: "line 2: quiet: soon is not a duration such as 500ms, 6s, 2m or 24h"},
 		{name: "every problem at once", block: "quiett: 1s\nmaxRounds: many\nretry: {max: x}",
 			wantErr: "line 1: quiett: unknown key; did you mean quiet?\n" +
-				"line 2: maxRounds: cannot unmarshal !!str `many` into int\n" +
-				"line 3: retry.max: cannot unmarshal !!str `x` into int"},
+				"line 2: maxRounds: many is not a whole number\n" +
+				"line 3: retry.max: x is not a whole number"},
 		{name: "a repeated key names both lines", block: "quiet: 1s\nmaxRounds: 2\nquiet: 3s",
 			wantErr: "line 3: quiet: also set at line 1"},
 		{name: "a block that is not a mapping", block: "[1, 2]",
-			wantErr: "line 1: cannot unmarshal !!seq into jetfn.decodeTarget"},
+			wantErr: "line 1: want keys and values (key: value), not a list"},
+		// Before the manifest's decoder read config blocks too, this read
+		// "cannot unmarshal !!int `5` into time.Duration".
+		{name: "a duration without a unit says which", block: "quiet: 5",
+			wantErr: "line 1: quiet: 5 has no unit; durations need a unit: 5s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

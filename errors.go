@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jetfn/jetfn/internal/yamldecode"
 )
 
 // ErrMalformed marks a message that can never be handled: its payload is not
@@ -29,7 +31,7 @@ var ErrNoOutputKey = errors.New("publish without a key")
 // ErrUnknownConfigKey is a key in a function's config block that the
 // function does not take: most often a typo, which must not silently leave
 // the setting at its default.
-var ErrUnknownConfigKey = errors.New("unknown key")
+var ErrUnknownConfigKey = yamldecode.ErrUnknownKey
 
 // Malformed marks err as a malformed-message failure: dead-letter, never retry.
 func Malformed(err error) error {

@@ -38,3 +38,22 @@ func TestImportPicture(t *testing.T) {
 		})
 	}
 }
+
+// TestContractHoldsNoEngine keeps the module root the contract alone: the
+// JSON Schema engine (internal/schema) and the YAML decoder
+// (internal/yamldecode) are reached through the contract's small API, and
+// the root's own files import neither library behind them.
+func TestContractHoldsNoEngine(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, "github.com/jetfn/jetfn").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	engine := []string{"github.com/santhosh-tekuri/jsonschema/", "github.com/go-json-experiment/json"}
+	for _, imp := range strings.Fields(string(out)) {
+		for _, e := range engine {
+			if strings.HasPrefix(imp, e) {
+				t.Errorf("the module root imports %s; the engine belongs behind internal/schema", imp)
+			}
+		}
+	}
+}

@@ -3,8 +3,6 @@ package manifest
 import (
 	"errors"
 	"fmt"
-	"regexp"
-	"strings"
 
 	"github.com/jetfn/jetfn"
 	"github.com/jetfn/jetfn/internal/problems"
@@ -78,48 +76,5 @@ func (m *Manifest) configProblem(cat place, err error) *Problem {
 	if line == 0 {
 		line = m.lineOf(cat.path)
 	}
-	return m.problemAt(kat, line, plainTypeError(ce.Err))
-}
-
-// yamlTypeError is yaml.v3's message for a value of the wrong kind, which
-// names the Go type: "cannot unmarshal !!str `soon` into time.Duration", or
-// "cannot unmarshal !!seq into int" for a list.
-var yamlTypeError = regexp.MustCompile("^cannot unmarshal !!(\\w+)(?: `(.*)`)? into (\\S+)$")
-
-// plainTypeError says what yaml.v3's type errors mean in manifest words;
-// other errors are kept as they are (with their sentinels).
-func plainTypeError(err error) error {
-	match := yamlTypeError.FindStringSubmatch(err.Error())
-	if match == nil {
-		return err
-	}
-	tag, value, want := match[1], match[2], wantFor(match[3])
-	switch {
-	case match[3] == "time.Duration" && (tag == "int" || tag == "float"):
-		return fmt.Errorf("%s has no unit; durations need a unit: %ss", value, value)
-	case tag == "seq":
-		return fmt.Errorf("want %s, not a list", want)
-	case tag == "map":
-		return fmt.Errorf("want %s, not keys and values", want)
-	}
-	return fmt.Errorf("%s is not %s", quote(value), want)
-}
-
-// wantFor says what a Go type yaml.v3 named takes, in manifest words.
-func wantFor(goType string) string {
-	switch {
-	case goType == "time.Duration":
-		return "a duration such as 500ms, 6s, 2m or 24h"
-	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "uint"):
-		return "a whole number"
-	case strings.HasPrefix(goType, "float"):
-		return "a number"
-	case goType == "bool":
-		return "true or false"
-	case goType == "string":
-		return "a single value"
-	case strings.HasPrefix(goType, "[]"):
-		return "a list"
-	}
-	return "keys and values (key: value)"
+	return m.problemAt(kat, line, ce.Err)
 }

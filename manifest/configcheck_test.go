@@ -106,8 +106,8 @@ func TestCheckConfigs(t *testing.T) {
 	fns := []jetfn.Function{checkedFunction("summarize-session"), checkedFunction("publish-recording-event"), {Name: "unchecked"}}
 	err = CheckConfigs(m, fns)
 	want := "invalid manifest: function config:\n" +
-		"functions[0] (summarize-session).config: line 18: maxRounds: cannot unmarshal !!str `many` into int\n" +
-		"functions[0] (summarize-session).config: line 19: quiett: unknown key; the keys are maxRounds, retry\n" +
+		"functions[0] (summarize-session).config: line 18: maxRounds: many is not a whole number\n" +
+		"functions[0] (summarize-session).config: line 19: quiett: unknown key; the keys here are maxRounds, retry\n" +
 		"functions[1] (publish-recording-event).config: line 26: retry.max: -1 is negative"
 	if errText(err) != want {
 		t.Fatalf("CheckConfigs error:\n%v\nwant:\n%s", err, want)

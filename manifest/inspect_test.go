@@ -101,7 +101,7 @@ func TestInspectEveryStage(t *testing.T) {
 	want := []string{
 		"app.yaml:10: functions[0] (summarize-session).version: \"v1\" is not a SemVer version such as 1.0.0",
 		"app.yaml:17: functions[0] (summarize-session).concurency: unknown key; did you mean concurrency?",
-		"app.yaml:19: functions[0] (summarize-session).config.quiett: unknown key; the keys are maxRounds, retry",
+		"app.yaml:19: functions[0] (summarize-session).config.quiett: unknown key; the keys here are maxRounds, retry",
 		"app.yaml:20: functions[0] (summarize-session).config.maxRounds: many is not a whole number",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jetfn/jetfn"
+	"github.com/jetfn/jetfn/internal/yamldecode"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -216,16 +217,22 @@ func decodeManifest(file string, raw []byte) (*Manifest, []error) {
 	if err != nil {
 		return nil, []error{m.problemAt(place{}, syntaxErrorLine(raw), withHint(err))}
 	}
-	d := &decoder{m: m}
+	var problems []error
 	if root != nil {
 		m.root = root
-		d.decode(root, reflect.ValueOf(m).Elem(), place{})
+		for _, p := range yamldecode.Decode(root, reflect.ValueOf(m).Elem()) {
+			problems = append(problems, m.problemAt(place{label: p.Label, path: p.Path}, p.Line, p.Err))
+		}
 	}
 	sum := sha256.Sum256(raw)
 	m.Digest = hex.EncodeToString(sum[:6])
 	m.applyDefaults()
-	return m, d.problems
+	return m, problems
 }
+
+// errNotYAML is the manifest's text failing to parse as YAML at all; every
+// other problem waits until it parses.
+var errNotYAML = errors.New("not valid YAML")
 
 // parseYAML is the document's top node; nil for an empty document.
 func parseYAML(raw []byte) (*yaml.Node, error) {

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/jetfn/jetfn/internal/yamlkeys"
+	"github.com/jetfn/jetfn/internal/yamldecode"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -105,7 +105,7 @@ func (m *Manifest) lineOf(path []any) int {
 	for _, step := range path {
 		switch s := step.(type) {
 		case string:
-			k, v := yamlkeys.Entry(node, s)
+			k, v := yamldecode.Entry(node, s)
 			if k == nil {
 				return line
 			}

@@ -19,7 +19,7 @@ func TestCheckConfigMatchesNew(t *testing.T) {
 		{name: "the local manifest's block", block: "quiet: 2s\nmaxRounds: 5", want: ""},
 		{name: "a typo", block: "maxRounds: 5\nquiett: 2s", want: "line 2: quiett: unknown key; did you mean quiet?"},
 		{name: "a negative quiet", block: "quiet: -5s", want: "line 1: quiet: -5s is negative"},
-		{name: "a bad duration", block: "quiet: soon", want: "line 1: quiet: cannot unmarshal !!str `soon` into time.Duration"},
+		{name: "a bad duration", block: "quiet: soon", want: "line 1: quiet: soon is not a duration such as 500ms, 6s, 2m or 24h"},
 		{name: "zero rounds", block: "quiet: 1s\nmaxRounds: 0", want: "line 2: maxRounds: 0 is below 1"},
 	}
 	for _, tt := range tests {

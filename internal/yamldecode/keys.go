@@ -1,7 +1,4 @@
-// Package yamlkeys serves the two decoders that point into a YAML file,
-// the manifest's and a function's config block: finding a key's node in a
-// mapping, and the known key a typo most likely meant.
-package yamlkeys
+package yamldecode
 
 import (
 	"strings"
@@ -10,7 +7,7 @@ import (
 )
 
 // Entry is the key and value nodes of key in a mapping node, nil if node is
-// no mapping or lacks the key.
+// no mapping or lacks the key: what places a problem on its line.
 func Entry(node *yaml.Node, key string) (k, v *yaml.Node) {
 	if node == nil || node.Kind != yaml.MappingNode {
 		return nil, nil

@@ -1,4 +1,4 @@
-package yamlkeys
+package yamldecode
 
 import "testing"
 
