@@ -15,7 +15,7 @@ import (
 // binding is one function bound to its durable consumer in this process.
 //
 // One puller (pull.go) requests messages and hands them to `concurrency`
-// workers, or to a buffer while every worker is busy (handoff.go). The
+// workers, or to a buffer while every worker is busy (delivery.go). The
 // puller asks for no more than concurrency plus the prefetch allowance, and
 // a keeper sends InProgress for buffered messages as for running ones, so a
 // message never waits in the buffer long enough to be redelivered

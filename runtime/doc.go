@@ -10,15 +10,20 @@
 // reported while provisioning is off). Apply switches to a new manifest
 // revision all or nothing (apply.go).
 //
-// One message's life, from the credit its pull takes to its Ack, retry,
-// dead letter (deadletter.go) or return, with the InProgress that keeps it
-// alive, reads top to bottom in message.go. pull.go asks JetStream for
-// messages on one long-lived subscription per function, and handoff.go is
-// how each reaches a worker or the buffer; runcontext.go is
-// the context a handler runs with; binding.go wires one function's puller,
-// keeper and workers (workers.go) together; tracing.go is the OpenTelemetry
-// seam: a span per handler run and per output, only with
-// WithTracerProvider. A handler's result picks the
+// One delivery's life reads top to bottom in delivery.go: it arrives on
+// the puller's subscription, is held, handed to a worker or the buffer,
+// run, and settled (Ack, retry, dead letter) or returned. Around it, each
+// in its own file: pull.go asks JetStream for messages on one long-lived
+// subscription per function; flow.go counts the credits that bound what a
+// binding pulls and holds, and sizes the prefetch; keepalive.go sends the
+// InProgress that keeps held messages alive and abandons a handler past
+// its timeout; workers.go starts and replaces the handler goroutines;
+// ackreply.go reads a delivery's metadata from its reply subject;
+// deadletter.go is the dead letter's shape; attempts.go counts handler
+// runs for maxDeliver; runcontext.go is the context a handler runs with;
+// binding.go wires one function's puller, keeper and workers together;
+// tracing.go is the OpenTelemetry seam: a span per handler run and per
+// output, only with WithTracerProvider. A handler's result picks the
 // acknowledgement as documented on jetfn.Handler. A remote function's
 // handler (remote.go) is one NATS request per delivery to a micro
 // endpoint, whose reply remote_reply.go maps to that same result;

@@ -176,7 +176,7 @@ func (e *testEnv) otherInstance() func() (taken, redelivered int) {
 
 // TestMessagesBehindAWaitingHandoffKeptAlive: a message that arrives alone
 // while every worker is busy waits in the puller for a worker
-// (handoff.go), and the messages that arrive after it wait in nats.go's
+// (the handoff, delivery.go), and the messages that arrive after it wait in nats.go's
 // queue, where the keeper cannot see them. A tick of the keeper or of the
 // pull watch must end that wait, so they reach the buffer and are kept
 // alive: here both workers are busy for three ack waits, and a second

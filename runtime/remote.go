@@ -2,7 +2,7 @@ package runtime
 
 // A remote function's handler: each delivery becomes one NATS request to
 // the function's micro endpoint, and the reply (remote_reply.go) becomes
-// the handler's result, so the delivery's life in message.go is the same as
+// the handler's result, so the delivery's life in delivery.go is the same as
 // any function's: the keeper heartbeats it while the remote works, the
 // timeout bounds the wait, and the result settles it as documented on
 // jetfn.Handler.

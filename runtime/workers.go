@@ -89,47 +89,6 @@ func (w *workers) run(abandoned *delivery, stats *workerCounters, take bool) {
 	}()
 }
 
-// loop handles the messages handed to it until the buffer is closed. Once
-// stopping is done it starts nothing more: it returns what it takes, as
-// the drain does, so a shutdown never begins new work.
-func (w *workers) loop(wk *worker) {
-	for {
-		d, ok := w.handoff.take()
-		if !ok {
-			return
-		}
-		if w.stopping.Err() != nil {
-			if d.move(stateBuffered, stateReturned) {
-				w.b.returnUnstarted(d.msg)
-			}
-			w.done(d)
-			continue
-		}
-		switch w.b.process(w.handlerCtx, d, wk) {
-		case stateAbandoned:
-			// d was settled when its handler was abandoned; a replacement
-			// holds this worker's place, unless the slot was retired: then
-			// this worker comes back to it.
-			if w.reclaim() {
-				w.reserve()
-				w.run(nil, wk.stats, true)
-				w.credits.limitRaised()
-			}
-			return
-		case stateSettled:
-			w.credits.release(1) // settling forgot it
-		default:
-			w.done(d)
-		}
-	}
-}
-
-// done forgets a delivery and frees its credit for the puller.
-func (w *workers) done(d *delivery) {
-	w.b.unsettled.remove(d)
-	w.credits.release(1)
-}
-
 // wait waits for every worker (not for abandoned handlers) up to timeout.
 func (w *workers) wait(timeout time.Duration) bool {
 	done := make(chan struct{})
