@@ -32,8 +32,34 @@ import (
 // and when Handle returns, as an HTTP request's context does: the message
 // is settled then, so work left running after it is not covered by the
 // ack, and must not keep using ctx.
+//
+// A Handler that holds something to release (a connection, a file, a
+// background goroutine) implements Closer as well.
 type Handler interface {
 	Handle(ctx context.Context, msg Msg) error
+}
+
+// Closer is implemented by a Handler that must release what its
+// constructor opened. A handler's life is:
+//
+//  1. the function's Constructor builds it, once per binding, before any
+//     message is taken (at start, and for each function a live deploy adds
+//     or changes);
+//  2. Handle runs for each delivery, concurrently up to the manifest's
+//     concurrency;
+//  3. the binding drains (shutdown, a live deploy that changes or removes
+//     the function, or one refused after the handler was built): no new
+//     delivery starts, and in-flight ones finish or reach the drain
+//     timeout;
+//  4. Close runs once, with a context that ends after 10 seconds. A
+//     handler abandoned past its timeout may still be running then. Its
+//     error is logged; nothing is retried.
+//
+// A changed function's new handler is built and starts handling before the
+// old one drains and closes, so two handlers of one function may be open at
+// once: what they share must allow that.
+type Closer interface {
+	Close(ctx context.Context) error
 }
 
 // HandlerFunc adapts a plain function to Handler.

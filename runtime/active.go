@@ -2,7 +2,9 @@ package runtime
 
 import (
 	"context"
+	"time"
 
+	"github.com/jetfn/jetfn"
 	"github.com/jetfn/jetfn/manifest"
 	"github.com/nats-io/nats.go/micro"
 )
@@ -38,9 +40,38 @@ func (r *Runtime) activate(ctx context.Context, b *binding, m *manifest.Manifest
 }
 
 // stop drains the function (in-flight handlers finish, buffered messages go
-// back to the stream), then unregisters it. Its durable consumer stays.
+// back to the stream), unregisters it and closes its handler. Its durable
+// consumer stays.
 func (a *active) stop() {
 	a.cancel()
 	<-a.done
 	_ = a.svc.Stop()
+	a.b.closeHandler()
+}
+
+// handlerCloseTimeout bounds a handler's Close (jetfn.Closer).
+const handlerCloseTimeout = 10 * time.Second
+
+// closeHandler calls the handler's Close, if it has one: once, after the
+// binding drained, or for a binding prepared and never started. A
+// backfill's binding shares its function's handler and never closes it.
+func (b *binding) closeHandler() {
+	c, ok := b.handler.(jetfn.Closer)
+	if !ok {
+		return
+	}
+	b.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), handlerCloseTimeout)
+		defer cancel()
+		if err := c.Close(ctx); err != nil {
+			b.log.Warn("closing the handler", "err", err)
+		}
+	})
+}
+
+// closeHandlers closes the handlers of prepared bindings that will not run.
+func closeHandlers(bs []*binding) {
+	for _, b := range bs {
+		b.closeHandler()
+	}
 }

@@ -116,14 +116,17 @@ func (r *Runtime) apply(ctx context.Context, m *manifest.Manifest) error {
 		return invalidRevision{err}
 	}
 	if err := r.serverRefusals(ctx, m); err != nil {
+		closeHandlers(next)
 		return classify(err)
 	}
 	if err := r.provisionStreams(ctx, m); err != nil {
+		closeHandlers(next)
 		return classify(err)
 	}
 	started, err := r.startAll(ctx, next, m)
 	if err != nil {
 		r.rollBack(started)
+		closeHandlers(next[len(started):])
 		return classify(err)
 	}
 	r.retire(ctx, old, plan, started)
@@ -166,7 +169,8 @@ func (r *Runtime) check(m *manifest.Manifest) error {
 	return nil
 }
 
-// prepareAll constructs every binding of specs, or none.
+// prepareAll constructs every binding of specs, or none: when one
+// constructor fails, the handlers already built are closed.
 func (r *Runtime) prepareAll(m *manifest.Manifest, specs []manifest.FunctionSpec) ([]*binding, error) {
 	var out []*binding
 	var errs []error
@@ -178,7 +182,11 @@ func (r *Runtime) prepareAll(m *manifest.Manifest, specs []manifest.FunctionSpec
 		}
 		out = append(out, b)
 	}
-	return out, errors.Join(errs...)
+	if len(errs) > 0 {
+		closeHandlers(out)
+		return nil, errors.Join(errs...)
+	}
+	return out, nil
 }
 
 // startAll starts the new bindings next to the running ones, as a second

@@ -62,6 +62,8 @@ type binding struct {
 	main     *binding
 	// runs remembers the last runs for the console (runs.go).
 	runs *runRing
+	// closeOnce closes the handler once (closeHandler).
+	closeOnce sync.Once
 }
 
 // run pulls and handles messages until ctx is done, then drains: buffered

@@ -241,10 +241,11 @@ func (r *Runtime) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, b := range prepared {
+	for i, b := range prepared {
 		a, err := r.activate(ctx, b, m)
 		if err != nil {
 			r.stopAll()
+			closeHandlers(prepared[i:])
 			return fmt.Errorf("binding %s: %w", b.spec.Name, err)
 		}
 		r.mu.Lock()
