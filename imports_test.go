@@ -20,6 +20,7 @@ func TestImportPicture(t *testing.T) {
 		{name: "the test kit", packages: module + "/jetfntest", forbidden: []string{"github.com/nats-io/", module + "/runtime"}},
 		{name: "the manifest", packages: module + "/manifest", forbidden: []string{"github.com/nats-io/", module + "/runtime"}},
 		{name: "the wire contracts", packages: module + "/events", forbidden: []string{"github.com/nats-io/", module + "/runtime", module + "/functions"}},
+		{name: "the wire contract", packages: module + "/wire", forbidden: []string{"github.com/nats-io/", module + "/runtime"}},
 		{name: "every function", packages: module + "/functions/...", forbidden: []string{"github.com/nats-io/nats.go/jetstream", "github.com/nats-io/nats.go/micro", module + "/runtime"}},
 	}
 	for _, tt := range tests {
@@ -53,6 +54,26 @@ func TestContractHoldsNoEngine(t *testing.T) {
 		for _, e := range engine {
 			if strings.HasPrefix(imp, e) {
 				t.Errorf("the module root imports %s; the engine belongs behind internal/schema", imp)
+			}
+		}
+	}
+}
+
+// TestToolsReadTheWire keeps the ops tools and the console on the wire
+// contract (package wire) for header names and the status and runs JSON,
+// rather than on the runtime that writes them. (They still reach the
+// runtime through deploy, whose Follow runs an instance.)
+func TestToolsReadTheWire(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`,
+		"github.com/jetfn/jetfn/ops/...", "github.com/jetfn/jetfn/console").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		for _, imp := range fields[1:] {
+			if imp == "github.com/jetfn/jetfn/runtime" {
+				t.Errorf("%s imports the runtime; read the wire package instead", fields[0])
 			}
 		}
 	}

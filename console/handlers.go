@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/jetfn/jetfn/ops/dlq"
-	"github.com/jetfn/jetfn/runtime"
+	"github.com/jetfn/jetfn/wire"
 )
 
 // Handler is the console's HTTP handler: its pages, actions and assets.
@@ -129,7 +129,7 @@ func (s *Server) runsPage(w http.ResponseWriter, r *http.Request) {
 	if d.Function != nil {
 		expected = len(d.Function.Instances)
 	}
-	runs, answered, err := s.runsOf(r.Context(), name, expected, runtime.RunsRequest{})
+	runs, answered, err := s.runsOf(r.Context(), name, expected, wire.RunsRequest{})
 	if err != nil {
 		d.Err = err.Error()
 	}
@@ -145,7 +145,7 @@ func (s *Server) runsPage(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 	name, instance, id := r.PathValue("name"), r.PathValue("instance"), r.PathValue("id")
-	runs, _, err := s.runsOf(r.Context(), name, 0, runtime.RunsRequest{Run: id})
+	runs, _, err := s.runsOf(r.Context(), name, 0, wire.RunsRequest{Run: id})
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -153,7 +153,7 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 	i := slices.IndexFunc(runs, func(v runView) bool { return v.Instance == instance })
 	if i < 0 {
 		s.fail(w, r, fmt.Errorf("%w: run %s of %s on instance %s: the instance no longer remembers it (it keeps its last %d runs) or has stopped",
-			ErrNotFound, id, name, instance, runtime.RunHistory))
+			ErrNotFound, id, name, instance, wire.RunHistory))
 		return
 	}
 	s.show(w, r, "run", name+" run "+id, false, map[string]any{"Name": name, "Run": runs[i]})

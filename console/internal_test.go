@@ -10,7 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/jetfn/jetfn/ops/status"
-	"github.com/jetfn/jetfn/runtime"
+	"github.com/jetfn/jetfn/wire"
 )
 
 func TestLineDiff(t *testing.T) {
@@ -46,7 +46,7 @@ func TestLineDiff(t *testing.T) {
 // the history keeps historyLen samples.
 func TestRates(t *testing.T) {
 	inst := func(id, fn string, handled uint64) status.Instance {
-		return status.Instance{ID: id, Function: fn, Stats: runtime.Stats{Handled: handled}}
+		return status.Instance{ID: id, Function: fn, Stats: wire.Stats{Handled: handled}}
 	}
 	r := newRates()
 	t0 := time.Unix(1000, 0)

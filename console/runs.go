@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/jetfn/jetfn/manifest"
-	"github.com/jetfn/jetfn/runtime"
+	"github.com/jetfn/jetfn/wire"
 )
 
 // runsWindow is how long a runs request waits for instances that have not
@@ -23,13 +23,13 @@ const maxRunsShown = 500
 
 // runView is one run and the instance that remembers it.
 type runView struct {
-	runtime.Run
+	wire.Run
 	Instance string
 }
 
 // runsOf asks every instance of the function for its runs (expected is
 // how many instances the last poll found) and merges them, newest first.
-func (s *Server) runsOf(ctx context.Context, function string, expected int, q runtime.RunsRequest) ([]runView, int, error) {
+func (s *Server) runsOf(ctx context.Context, function string, expected int, q wire.RunsRequest) ([]runView, int, error) {
 	replies, err := gatherRuns(ctx, s.cfg.NATS, function, expected, q)
 	if err != nil {
 		return nil, 0, err
@@ -52,7 +52,7 @@ func (s *Server) runsOf(ctx context.Context, function string, expected int, q ru
 // gatherRuns sends one request to the function's runs endpoint, which
 // every instance answers, and collects the replies until expected have
 // arrived or runsWindow has passed.
-func gatherRuns(ctx context.Context, nc *nats.Conn, function string, expected int, q runtime.RunsRequest) ([]runtime.RunsReply, error) {
+func gatherRuns(ctx context.Context, nc *nats.Conn, function string, expected int, q wire.RunsRequest) ([]wire.RunsReply, error) {
 	body, err := json.Marshal(q)
 	if err != nil {
 		return nil, err
@@ -69,11 +69,11 @@ func gatherRuns(ctx context.Context, nc *nats.Conn, function string, expected in
 	}
 	timer := time.NewTimer(runsWindow)
 	defer timer.Stop()
-	var out []runtime.RunsReply
+	var out []wire.RunsReply
 	for expected <= 0 || len(out) < expected {
 		select {
 		case m := <-replies:
-			var r runtime.RunsReply
+			var r wire.RunsReply
 			if json.Unmarshal(m.Data, &r) == nil && r.Instance != "" {
 				out = append(out, r)
 			}

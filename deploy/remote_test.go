@@ -13,6 +13,7 @@ import (
 	"github.com/jetfn/jetfn"
 	"github.com/jetfn/jetfn/runtime"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
+	"github.com/jetfn/jetfn/wire"
 )
 
 // remoteBeta is a remote function on test.b, served by remote.beta, with one
@@ -25,7 +26,7 @@ const remoteBeta = "  - {name: remote-beta, version: 1.0.0, stream: TEST, subjec
 // output that names the input.
 func greetRemotely(h *handled) func(micro.Request, int) {
 	return func(req micro.Request, _ int) {
-		id := req.Headers().Get(runtime.HeaderRemoteMsgID)
+		id := req.Headers().Get(wire.HeaderRemoteMsgID)
 		h.mu.Lock()
 		h.times[id]++
 		h.mu.Unlock()

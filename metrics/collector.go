@@ -1,9 +1,8 @@
 package metrics
 
 import (
+	"github.com/jetfn/jetfn/wire"
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/jetfn/jetfn/runtime"
 )
 
 var (
@@ -41,7 +40,7 @@ var (
 		"1 while a remote function's endpoint has no responders (/readyz fails).", []string{"function"}, nil)
 )
 
-// statsCollector turns a runtime.Stats snapshot into metrics at scrape time,
+// statsCollector turns a wire.Stats snapshot into metrics at scrape time,
 // so the counters have one home: the runtime.
 type statsCollector struct{ src StatsSource }
 
@@ -93,6 +92,6 @@ func boolGauge(b bool) float64 {
 	return 0
 }
 
-func outcomes(s runtime.Stats) map[string]uint64 {
+func outcomes(s wire.Stats) map[string]uint64 {
 	return map[string]uint64{"acked": s.Acked, "retried": s.Retried, "termed": s.Termed, "dead_lettered": s.DeadLettered}
 }

@@ -4,7 +4,7 @@
 // Create Metrics with New before the runtime, so its handler-duration
 // histogram can be passed as runtime.WithHandlerObserver(m.ObserveHandler);
 // then Serve it with the runtime. The counters are not kept twice: a
-// collector reads runtime.Stats on every scrape, the same figures `nats
+// collector reads wire.Stats on every scrape, the same figures `nats
 // micro stats` shows. Serve listens at once (a taken port fails start-up)
 // and serves until Close, which shuts the listener down and waits for it.
 //

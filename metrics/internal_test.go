@@ -8,10 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jetfn/jetfn/wire"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
-
-	"github.com/jetfn/jetfn/runtime"
 )
 
 type fakeRuntime struct {
@@ -19,7 +18,7 @@ type fakeRuntime struct {
 	consumerErr, workersErr, remoteErr error
 }
 
-func (f fakeRuntime) Stats() []runtime.Stats   { return nil }
+func (f fakeRuntime) Stats() []wire.Stats      { return nil }
 func (f fakeRuntime) Ready() <-chan struct{}   { return f.ready }
 func (f fakeRuntime) ConsumerProblems() error  { return f.consumerErr }
 func (f fakeRuntime) WorkersStuck() error      { return f.workersErr }
@@ -81,9 +80,9 @@ func TestReadyz(t *testing.T) {
 	}
 }
 
-type fixedStats []runtime.Stats
+type fixedStats []wire.Stats
 
-func (f fixedStats) Stats() []runtime.Stats { return f }
+func (f fixedStats) Stats() []wire.Stats { return f }
 
 // TestRemoteGauges: a remote function has its instance count and whether
 // it is unanswered; a compiled-in one has neither.

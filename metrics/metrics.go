@@ -4,11 +4,10 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/jetfn/jetfn/wire"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/jetfn/jetfn/runtime"
 )
 
 // durationBuckets reach from a millisecond handler to one near a typical
@@ -48,7 +47,7 @@ func (m *Metrics) ObserveHandler(function string, d time.Duration) {
 
 // StatsSource is what the collector reads on a scrape: *runtime.Runtime.
 type StatsSource interface {
-	Stats() []runtime.Stats
+	Stats() []wire.Stats
 }
 
 // Register adds the collector that reads src's counters on every scrape.

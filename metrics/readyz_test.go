@@ -10,8 +10,8 @@ import (
 
 	"github.com/jetfn/jetfn/internal/runtest"
 	"github.com/jetfn/jetfn/metrics"
-	"github.com/jetfn/jetfn/runtime"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
+	"github.com/jetfn/jetfn/wire"
 )
 
 // withRemote adds a remote function, served by a micro endpoint on
@@ -76,7 +76,7 @@ func TestReadyzWaitsForRemotes(t *testing.T) {
 
 // probed reports whether a discovery probe has given its verdict on the
 // remote function: instances found, or none.
-func probed(stats []runtime.Stats) bool {
+func probed(stats []wire.Stats) bool {
 	for _, s := range stats {
 		if s.Remote != "" {
 			return s.RemoteInstances > 0 || strings.Contains(s.RemoteError, "no responders")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jetfn/jetfn"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
+	"github.com/jetfn/jetfn/wire"
 )
 
 type event struct {
@@ -103,11 +104,11 @@ func TestDeadLetterWithoutRetry(t *testing.T) {
 			env.start(testManifest(t, "    ackWait: 1s\n    maxDeliver: 5\n"), h)
 			env.publish("test.in", tt.payload)
 			dl := env.deadLetters(1)[0]
-			if got := dl.Header.Get(HeaderError); !strings.Contains(got, tt.wantReason) {
+			if got := dl.Header.Get(wire.HeaderError); !strings.Contains(got, tt.wantReason) {
 				t.Errorf("reason %q, want it to contain %q", got, tt.wantReason)
 			}
-			want := map[string]string{HeaderFunction: "fn", HeaderOriginalSubject: "test.in",
-				HeaderStreamSequence: "1", HeaderNumDelivered: "1",
+			want := map[string]string{wire.HeaderFunction: "fn", wire.HeaderOriginalSubject: "test.in",
+				wire.HeaderStreamSequence: "1", wire.HeaderNumDelivered: "1",
 				"Nats-Msg-Id": "fn:" + jetfn.StoredMsgID("TEST", streamIdentityOf(t, env.js, "TEST"), 1)}
 			for k, v := range want {
 				if got := dl.Header.Get(k); got != v {
@@ -136,10 +137,10 @@ func TestBackoffThenDeadLetter(t *testing.T) {
 	env.start(testManifest(t, "    ackWait: 10s\n    maxDeliver: 3\n    backoff: [300ms, 900ms]\n"), rec)
 	env.publish("test.in", `{}`)
 	dl := env.deadLetters(1)[0]
-	if got := dl.Header.Get(HeaderNumDelivered); got != "3" {
+	if got := dl.Header.Get(wire.HeaderNumDelivered); got != "3" {
 		t.Errorf("dead-lettered at delivery %s, want 3", got)
 	}
-	if got := dl.Header.Get(HeaderError); got != "mongo down" {
+	if got := dl.Header.Get(wire.HeaderError); got != "mongo down" {
 		t.Errorf("reason %q, want the handler's last error", got)
 	}
 	d := rec.all()

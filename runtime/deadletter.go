@@ -11,34 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetfn/jetfn"
-)
-
-// Headers the runtime adds to a dead letter, beside the original's own.
-const (
-	HeaderFunction        = "Jetfn-Function"
-	HeaderOriginalSubject = "Jetfn-Original-Subject"
-	HeaderOriginalStream  = "Jetfn-Original-Stream"
-	HeaderStreamSequence  = "Jetfn-Stream-Sequence"
-	HeaderNumDelivered    = "Jetfn-Num-Delivered"
-	HeaderError           = "Jetfn-Error"
-	// HeaderOriginalMsgID keeps the original Nats-Msg-Id, which the dead
-	// letter's own ID replaces.
-	HeaderOriginalMsgID = "Jetfn-Original-Msg-Id"
-	// HeaderMsgID is the identity the function saw (jetfn.Msg.ID): a replay
-	// hands the copy to the function under it (jetfn.HeaderReplayOf).
-	HeaderMsgID = "Jetfn-Msg-Id"
-	// HeaderOriginalStreamIdentity names the incarnation of the original
-	// stream (streamIdentity), which its sequence alone does not.
-	HeaderOriginalStreamIdentity = "Jetfn-Original-Stream-Identity"
-	// HeaderScope is the name the dead letter's ID is scoped by: the
-	// function's, or the one it was first created under (scope.go).
-	HeaderScope = "Jetfn-Scope"
-	// HeaderOriginalPrefix prefixes every Nats-* header of the original but
-	// its Nats-Msg-Id: the server acts on those (Nats-TTL, Nats-Rollup,
-	// Nats-Incr, Nats-Expected-*, Nats-Schedule, …), and the dead-letter
-	// stream would apply them to the copy or refuse it. Under this prefix a
-	// person still reads them, and a replay leaves them out.
-	HeaderOriginalPrefix = "Jetfn-Original-"
+	"github.com/jetfn/jetfn/wire"
 )
 
 // deadLetter is one message on its way to the dead-letter stream.
@@ -91,25 +64,25 @@ func (d deadLetter) natsMsg(subject string) *nats.Msg {
 		v = append([]string(nil), v...)
 		switch {
 		case k == jetstream.MsgIDHeader:
-			h[HeaderOriginalMsgID] = v
+			h[wire.HeaderOriginalMsgID] = v
 		case serverInterpreted(k):
-			h[HeaderOriginalPrefix+k] = v
+			h[wire.HeaderOriginalPrefix+k] = v
 		default:
 			h[k] = v
 		}
 	}
 	h.Set(jetstream.MsgIDHeader, d.msgID())
-	h.Set(HeaderFunction, d.function)
-	h.Set(HeaderScope, d.scope)
-	h.Set(HeaderOriginalSubject, d.subject)
-	h.Set(HeaderOriginalStream, d.stream)
+	h.Set(wire.HeaderFunction, d.function)
+	h.Set(wire.HeaderScope, d.scope)
+	h.Set(wire.HeaderOriginalSubject, d.subject)
+	h.Set(wire.HeaderOriginalStream, d.stream)
 	if d.streamIdentity != "" {
-		h.Set(HeaderOriginalStreamIdentity, d.streamIdentity)
+		h.Set(wire.HeaderOriginalStreamIdentity, d.streamIdentity)
 	}
-	h.Set(HeaderStreamSequence, strconv.FormatUint(d.sequence, 10))
-	h.Set(HeaderNumDelivered, strconv.FormatUint(d.numDelivered, 10))
-	h.Set(HeaderMsgID, d.id)
-	h.Set(HeaderError, headerValue(d.reason))
+	h.Set(wire.HeaderStreamSequence, strconv.FormatUint(d.sequence, 10))
+	h.Set(wire.HeaderNumDelivered, strconv.FormatUint(d.numDelivered, 10))
+	h.Set(wire.HeaderMsgID, d.id)
+	h.Set(wire.HeaderError, headerValue(d.reason))
 	return &nats.Msg{Subject: subject, Data: d.data, Header: h}
 }
 
@@ -155,13 +128,13 @@ func (d deadLetter) checkStored(ctx context.Context, js jetstream.JetStream, ack
 		return fmt.Errorf("dead-lettering %s: the stream reported a duplicate, and reading the one it holds failed: %w", d.msgID(), err)
 	}
 	h := stored.Header
-	sameScope := h.Get(HeaderScope) == d.scope || h.Get(HeaderScope) == "" && h.Get(HeaderFunction) == d.scope
-	if !sameScope || h.Get(HeaderOriginalStream) != d.stream ||
-		h.Get(HeaderStreamSequence) != strconv.FormatUint(d.sequence, 10) ||
-		h.Get(HeaderOriginalStreamIdentity) != d.streamIdentity {
+	sameScope := h.Get(wire.HeaderScope) == d.scope || h.Get(wire.HeaderScope) == "" && h.Get(wire.HeaderFunction) == d.scope
+	if !sameScope || h.Get(wire.HeaderOriginalStream) != d.stream ||
+		h.Get(wire.HeaderStreamSequence) != strconv.FormatUint(d.sequence, 10) ||
+		h.Get(wire.HeaderOriginalStreamIdentity) != d.streamIdentity {
 		return fmt.Errorf("%w: %s is already the ID of %s message %d (function %s, stream %s sequence %s)",
-			ErrDeadLetterIDTaken, d.msgID(), ack.Stream, ack.Sequence, h.Get(HeaderFunction),
-			h.Get(HeaderOriginalStream), h.Get(HeaderStreamSequence))
+			ErrDeadLetterIDTaken, d.msgID(), ack.Stream, ack.Sequence, h.Get(wire.HeaderFunction),
+			h.Get(wire.HeaderOriginalStream), h.Get(wire.HeaderStreamSequence))
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/jetfn/jetfn"
 	"github.com/jetfn/jetfn/manifest"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
+	"github.com/jetfn/jetfn/wire"
 )
 
 // TestDeadLetterOfServerInterpretedHeaders is issue 29, item 7: a message
@@ -82,12 +83,12 @@ functions:
 			if l.Header.Get(h) != "" {
 				t.Errorf("dead letter %d kept %s, which DEADLETTER would act on", l.Sequence, h)
 			}
-			if v := l.Header.Get(HeaderOriginalPrefix + h); v != "" {
+			if v := l.Header.Get(wire.HeaderOriginalPrefix + h); v != "" {
 				kept[h] = v
 			}
 		}
 	}
 	if want := map[string]string{"Nats-TTL": "1h", "Nats-Rollup": "sub", "Nats-Incr": "+1"}; !maps.Equal(kept, want) {
-		t.Errorf("the originals' headers, kept under %s for a person to read: %v, want %v", HeaderOriginalPrefix, kept, want)
+		t.Errorf("the originals' headers, kept under %s for a person to read: %v, want %v", wire.HeaderOriginalPrefix, kept, want)
 	}
 }

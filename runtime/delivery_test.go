@@ -9,6 +9,7 @@ import (
 
 	"github.com/jetfn/jetfn"
 	"github.com/jetfn/jetfn/manifest"
+	"github.com/jetfn/jetfn/wire"
 )
 
 func TestDecide(t *testing.T) {
@@ -63,8 +64,8 @@ func TestDeadLetterHeaders(t *testing.T) {
 	d := deadLetter{function: "fn", scope: "fn", stream: "TEST", subject: "test.in", sequence: 7, numDelivered: 5, reason: "boom\nagain",
 		header: map[string][]string{"Nats-Msg-Id": {"orig-1"}, "Nats-Expected-Stream": {"TEST"}, "X-Trace": {"t1"}}}
 	h := d.natsMsg("deadletter.fn").Header
-	want := map[string]string{"Nats-Msg-Id": "fn:TEST:7", HeaderOriginalMsgID: "orig-1", "X-Trace": "t1",
-		HeaderNumDelivered: "5", HeaderError: "boom again", "Nats-Expected-Stream": ""}
+	want := map[string]string{"Nats-Msg-Id": "fn:TEST:7", wire.HeaderOriginalMsgID: "orig-1", "X-Trace": "t1",
+		wire.HeaderNumDelivered: "5", wire.HeaderError: "boom again", "Nats-Expected-Stream": ""}
 	for k, v := range want {
 		if got := h.Get(k); got != v {
 			t.Errorf("header %s = %q, want %q", k, got, v)

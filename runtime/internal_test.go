@@ -2,10 +2,12 @@ package runtime
 
 import (
 	"testing"
+
+	"github.com/jetfn/jetfn/wire"
 )
 
 // statsOf returns the live counters of a bound function.
-func (r *Runtime) statsOf(t *testing.T, name string) Stats {
+func (r *Runtime) statsOf(t *testing.T, name string) wire.Stats {
 	t.Helper()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -15,7 +17,7 @@ func (r *Runtime) statsOf(t *testing.T, name string) Stats {
 		}
 	}
 	t.Fatalf("function %s is not bound", name)
-	return Stats{}
+	return wire.Stats{}
 }
 
 // bindingOf returns a bound function's binding.

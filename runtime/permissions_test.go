@@ -16,6 +16,7 @@ import (
 	"github.com/jetfn/jetfn"
 	"github.com/jetfn/jetfn/manifest"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
+	"github.com/jetfn/jetfn/wire"
 )
 
 // permsManifest has one function that publishes an output.
@@ -317,10 +318,10 @@ func storeDeadLetter(t *testing.T, env *testEnv, seq uint64) {
 	msg := nats.NewMsg("deadletter.fn")
 	msg.Data = []byte("repeat")
 	msg.Header.Set(jetstream.MsgIDHeader, DeadLetterMsgID("fn", "TEST", identity, seq))
-	msg.Header.Set(HeaderFunction, "fn")
-	msg.Header.Set(HeaderOriginalStream, "TEST")
-	msg.Header.Set(HeaderOriginalStreamIdentity, identity)
-	msg.Header.Set(HeaderStreamSequence, strconv.FormatUint(seq, 10))
+	msg.Header.Set(wire.HeaderFunction, "fn")
+	msg.Header.Set(wire.HeaderOriginalStream, "TEST")
+	msg.Header.Set(wire.HeaderOriginalStreamIdentity, identity)
+	msg.Header.Set(wire.HeaderStreamSequence, strconv.FormatUint(seq, 10))
 	if _, err := env.js.PublishMsg(context.Background(), msg); err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/jetfn/jetfn"
 	"github.com/jetfn/jetfn/manifest"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
+	"github.com/jetfn/jetfn/wire"
 )
 
 // The tests in this file are the loss and duplicate paths that the crash
@@ -120,7 +121,7 @@ functions:
 	})
 	got := map[string]int{}
 	for _, dl := range runtimetest.StreamMessages(t, env.js, "DEADLETTER") {
-		got[dl.Header.Get(HeaderFunction)]++
+		got[dl.Header.Get(wire.HeaderFunction)]++
 	}
 	if got["fn"] != 1 || got["other"] != 1 {
 		t.Fatalf("dead letters per function = %v, want one for fn and one for other", got)
@@ -166,11 +167,11 @@ func TestLastDeliveryDeadLetteredWithNobodyListening(t *testing.T) {
 		return nil
 	}))
 	dl := env.deadLetters(1)[0]
-	if string(dl.Data) != `{"id":"x"}` || dl.Header.Get("X-Trace") != "abc" || dl.Header.Get(HeaderFunction) != "fn" {
+	if string(dl.Data) != `{"id":"x"}` || dl.Header.Get("X-Trace") != "abc" || dl.Header.Get(wire.HeaderFunction) != "fn" {
 		t.Fatalf("dead letter %q with headers %v; want the original payload and headers", dl.Data, dl.Header)
 	}
-	if !strings.Contains(dl.Header.Get(HeaderError), "without a handler result") {
-		t.Errorf("reason %q, want the max-deliveries explanation", dl.Header.Get(HeaderError))
+	if !strings.Contains(dl.Header.Get(wire.HeaderError), "without a handler result") {
+		t.Errorf("reason %q, want the max-deliveries explanation", dl.Header.Get(wire.HeaderError))
 	}
 	if n := handled.Load(); n != 0 {
 		t.Errorf("handler ran %d times after the last allowed delivery, want 0", n)
@@ -233,8 +234,8 @@ func TestHandlerIgnoringContextIsAbandoned(t *testing.T) {
 	env.publish("test.in", "hang")
 	env.publish("test.in", "ok")
 	dl := env.deadLetters(1)[0]
-	if !strings.Contains(dl.Header.Get(HeaderError), "timeout") || string(dl.Data) != "hang" {
-		t.Errorf("dead letter %q reason %q, want the hung message with a timeout reason", dl.Data, dl.Header.Get(HeaderError))
+	if !strings.Contains(dl.Header.Get(wire.HeaderError), "timeout") || string(dl.Data) != "hang" {
+		t.Errorf("dead letter %q reason %q, want the hung message with a timeout reason", dl.Data, dl.Header.Get(wire.HeaderError))
 	}
 	runtimetest.Eventually(t, 10*time.Second, "the next message acked", func() bool {
 		return r.rt.statsOf(t, "fn").Acked >= 1

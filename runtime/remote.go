@@ -24,23 +24,7 @@ import (
 	"github.com/jetfn/jetfn"
 	"github.com/jetfn/jetfn/internal/tracing"
 	"github.com/jetfn/jetfn/manifest"
-)
-
-// The headers jetfn adds to a remote function's request, beside the
-// message's own (HeaderFunction, Jetfn-Function, is the first).
-const (
-	HeaderRemoteStream    = "Jetfn-Stream"
-	HeaderRemoteStreamSeq = "Jetfn-Stream-Seq"
-	HeaderRemoteDelivery  = "Jetfn-Delivery"
-	HeaderRemoteSubject   = "Jetfn-Subject"
-	// HeaderRemoteMsgID is the input's idempotency key (jetfn.Msg.ID), the
-	// same on every redelivery: the remote keys its own effects by it.
-	HeaderRemoteMsgID = HeaderMsgID
-	// HeaderRemoteDeadline is when jetfn stops waiting for the reply, RFC
-	// 3339 UTC with milliseconds: remoteReplyMargin before the run's own
-	// timeout, so a reply that comes in time leaves room to publish its
-	// outputs.
-	HeaderRemoteDeadline = "Jetfn-Deadline"
+	"github.com/jetfn/jetfn/wire"
 )
 
 // remoteRequestHeaders are the headers jetfn sets on every request. A
@@ -48,8 +32,8 @@ const (
 // headers are case-sensitive, so jetfn-msg-id would otherwise reach the
 // remote beside Jetfn-Msg-Id, and a remote that reads headers
 // case-insensitively (as HTTP does) could take the publisher's.
-var remoteRequestHeaders = []string{HeaderFunction, HeaderRemoteStream, HeaderRemoteStreamSeq, HeaderRemoteDelivery,
-	HeaderRemoteSubject, HeaderRemoteMsgID, HeaderRemoteDeadline}
+var remoteRequestHeaders = []string{wire.HeaderFunction, wire.HeaderRemoteStream, wire.HeaderRemoteStreamSeq, wire.HeaderRemoteDelivery,
+	wire.HeaderRemoteSubject, wire.HeaderRemoteMsgID, wire.HeaderRemoteDeadline}
 
 // remoteDeadlineLayout is RFC 3339 in UTC with exactly three fractional
 // digits, which every language's date parser reads.
@@ -128,14 +112,14 @@ func (h *remoteHandler) Handle(ctx context.Context, msg jetfn.Msg) error {
 // span; off, the publisher's trace headers pass as they came.
 func (h *remoteHandler) request(ctx context.Context, msg jetfn.Msg, deadline time.Time) *nats.Msg {
 	own := make(nats.Header, len(remoteRequestHeaders)+2)
-	own.Set(HeaderFunction, h.function)
-	own.Set(HeaderRemoteStream, msg.Stream)
-	own.Set(HeaderRemoteStreamSeq, strconv.FormatUint(msg.StreamSequence, 10))
-	own.Set(HeaderRemoteDelivery, strconv.FormatUint(msg.NumDelivered, 10))
-	own.Set(HeaderRemoteSubject, msg.Subject)
-	own.Set(HeaderRemoteMsgID, msg.ID())
+	own.Set(wire.HeaderFunction, h.function)
+	own.Set(wire.HeaderRemoteStream, msg.Stream)
+	own.Set(wire.HeaderRemoteStreamSeq, strconv.FormatUint(msg.StreamSequence, 10))
+	own.Set(wire.HeaderRemoteDelivery, strconv.FormatUint(msg.NumDelivered, 10))
+	own.Set(wire.HeaderRemoteSubject, msg.Subject)
+	own.Set(wire.HeaderRemoteMsgID, msg.ID())
 	if !deadline.IsZero() {
-		own.Set(HeaderRemoteDeadline, deadline.UTC().Format(remoteDeadlineLayout))
+		own.Set(wire.HeaderRemoteDeadline, deadline.UTC().Format(remoteDeadlineLayout))
 	}
 	own = tracing.Inject(ctx, own)
 	header := make(nats.Header, len(msg.Header)+len(own))

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/jetfn/jetfn/runtime/runtimetest"
+	"github.com/jetfn/jetfn/wire"
 )
 
 // withLogTo sends the runtime's log to buf, for tests that read it.
@@ -26,7 +27,7 @@ func withLogTo(buf *runtimetest.LogBuffer) Option {
 // would come back in 31 years, long after every duplicate window.
 func TestRemoteRetryAfterClamped(t *testing.T) {
 	env := newEnv(t)
-	huge := map[string][]string{HeaderRetryAfter: {"1000000000"}}
+	huge := map[string][]string{wire.HeaderRetryAfter: {"1000000000"}}
 	remote := env.startRemote(firstThen(respondErr("503", "maintenance", huge), succeed))
 	var log runtimetest.LogBuffer
 	env.start(remoteManifest(t, "    ackWait: 1s\n    backoff: [200ms]\n"), nil, withRemoteProbe(200*time.Millisecond), withLogTo(&log))
@@ -57,7 +58,7 @@ func TestRemoteSubjectStoredByAStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	remote := env.startRemote(func(req micro.Request, _ int) {
-		id := req.Headers().Get(HeaderRemoteMsgID)
+		id := req.Headers().Get(wire.HeaderRemoteMsgID)
 		time.Sleep(100 * time.Millisecond) // the remote's work: JetStream's PubAck comes first
 		_ = req.Respond([]byte(`{"outputs":[{"subject":"test.out","data":"done","key":"` + id + `"}]}`))
 	})
@@ -69,7 +70,7 @@ func TestRemoteSubjectStoredByAStream(t *testing.T) {
 	runtimetest.Eventually(t, 20*time.Second, "both settled", func() bool { return env.settled("TEST", "fn", 2) })
 	if got := env.streamMsgs("DEADLETTER"); got != 0 {
 		dl := runtimetest.StreamMessages(t, env.js, "DEADLETTER")[0]
-		t.Fatalf("%d dead letters, want none; the first: %s", got, dl.Header.Get(HeaderError))
+		t.Fatalf("%d dead letters, want none; the first: %s", got, dl.Header.Get(wire.HeaderError))
 	}
 	if n := len(remote.Calls()); n != 2 {
 		t.Errorf("remote got %d requests, want 2", n)
@@ -98,12 +99,12 @@ func TestRemoteDeadlineLeavesRoomToPublish(t *testing.T) {
 	const timeout, outputs = time.Second, 20
 	env := newEnv(t)
 	remote := env.startRemote(func(req micro.Request, _ int) {
-		deadline, err := time.Parse(time.RFC3339Nano, req.Headers().Get(HeaderRemoteDeadline))
+		deadline, err := time.Parse(time.RFC3339Nano, req.Headers().Get(wire.HeaderRemoteDeadline))
 		if err != nil {
 			_ = req.Error("400", err.Error(), nil)
 			return
 		}
-		id := req.Headers().Get(HeaderRemoteMsgID)
+		id := req.Headers().Get(wire.HeaderRemoteMsgID)
 		var outs []string
 		for i := range outputs {
 			outs = append(outs, fmt.Sprintf(`{"subject":"test.out","data":%d,"key":"%s:%d"}`, i, id, i))
@@ -122,7 +123,7 @@ func TestRemoteDeadlineLeavesRoomToPublish(t *testing.T) {
 		t.Fatal("no request")
 	}
 	c := calls[0]
-	deadline, err := time.Parse(time.RFC3339Nano, c.Header.Get(HeaderRemoteDeadline))
+	deadline, err := time.Parse(time.RFC3339Nano, c.Header.Get(wire.HeaderRemoteDeadline))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +226,7 @@ func TestRemoteRequestDropsPublisherCopiesOfJetfnHeaders(t *testing.T) {
 			}
 		}
 	}
-	if h.Get(HeaderRemoteDelivery) != "1" || h.Get("X-Kept") != "yes" || h.Get(HeaderRemoteMsgID) == "forged" {
+	if h.Get(wire.HeaderRemoteDelivery) != "1" || h.Get("X-Kept") != "yes" || h.Get(wire.HeaderRemoteMsgID) == "forged" {
 		t.Errorf("request headers %v, want jetfn's delivery 1 and ID, and X-Kept", h)
 	}
 }

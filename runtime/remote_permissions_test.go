@@ -13,6 +13,7 @@ import (
 
 	"github.com/jetfn/jetfn/manifest"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
+	"github.com/jetfn/jetfn/wire"
 )
 
 // TestRemotePermissions runs a remote function as a user with exactly the
@@ -45,7 +46,7 @@ func TestRemotePermissions(t *testing.T) {
 			env := &testEnv{t: t, nc: admin, js: js}
 			provision(t, js, m)
 			runtimetest.StartRemote(t, adminURL, "test-remote", "remote.fn", func(req micro.Request, _ int) {
-				_ = req.Respond([]byte(`{"outputs":[{"subject":"test.out","data":1,"key":"` + req.Headers().Get(HeaderRemoteMsgID) + `"}]}`))
+				_ = req.Respond([]byte(`{"outputs":[{"subject":"test.out","data":1,"key":"` + req.Headers().Get(wire.HeaderRemoteMsgID) + `"}]}`))
 			})
 			log := &runtimetest.LogBuffer{}
 			user, err := nats.Connect(strings.Replace(url, "nats://", "nats://jetfn:jetfn@", 1))

@@ -19,11 +19,8 @@ import (
 
 	"github.com/jetfn/jetfn"
 	"github.com/jetfn/jetfn/manifest"
+	"github.com/jetfn/jetfn/wire"
 )
-
-// HeaderRetryAfter on a 429 or 503 error reply is how long the remote
-// asks jetfn to wait before the redelivery, in seconds (2, 0.5).
-const HeaderRetryAfter = "Retry-After"
 
 // remoteOutput is one output a reply asks jetfn to publish.
 type remoteOutput struct {
@@ -82,7 +79,7 @@ func replyError(reply *nats.Msg, subject string, maxRetryAfter time.Duration) er
 	}
 	switch {
 	case n == 429 || n == 503:
-		return retryAfter(err, reply.Header.Get(HeaderRetryAfter), maxRetryAfter)
+		return retryAfter(err, reply.Header.Get(wire.HeaderRetryAfter), maxRetryAfter)
 	case n >= 400 && n <= 499 && n != 408:
 		return jetfn.Permanent(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/jetfn/jetfn"
+	"github.com/jetfn/jetfn/wire"
 )
 
 // TestDecodeOutputs is the pure half of the reply contract: what a success
@@ -94,7 +95,7 @@ func TestReplyError(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			reply := &nats.Msg{Header: nats.Header{"Nats-Service-Error-Code": {tt.code}, "Nats-Service-Error": {"why"}}}
 			if tt.retryAfter != "" {
-				reply.Header.Set(HeaderRetryAfter, tt.retryAfter)
+				reply.Header.Set(wire.HeaderRetryAfter, tt.retryAfter)
 			}
 			err := replyError(reply, "r.s", bound)
 			if err == nil || !strings.Contains(err.Error(), "remote r.s replied "+tt.code+": why") ||

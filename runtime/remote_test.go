@@ -17,6 +17,7 @@ import (
 	"github.com/jetfn/jetfn/internal/tracing"
 	"github.com/jetfn/jetfn/manifest"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
+	"github.com/jetfn/jetfn/wire"
 )
 
 // withRemoteProbe makes remote functions look up their instances every d.
@@ -98,8 +99,8 @@ func TestRemoteRequest(t *testing.T) {
 		t.Fatalf("remote got %d requests, want 1", len(calls))
 	}
 	c := calls[0]
-	want := map[string]string{"X-Trace": "t1", "Nats-Msg-Id": "order-7", HeaderFunction: "fn", HeaderRemoteStream: "TEST",
-		HeaderRemoteStreamSeq: "1", HeaderRemoteDelivery: "1", HeaderRemoteSubject: "test.in", HeaderRemoteMsgID: "order-7"}
+	want := map[string]string{"X-Trace": "t1", "Nats-Msg-Id": "order-7", wire.HeaderFunction: "fn", wire.HeaderRemoteStream: "TEST",
+		wire.HeaderRemoteStreamSeq: "1", wire.HeaderRemoteDelivery: "1", wire.HeaderRemoteSubject: "test.in", wire.HeaderRemoteMsgID: "order-7"}
 	for k, v := range want {
 		if got := c.Header.Get(k); got != v {
 			t.Errorf("header %s = %q, want %q", k, got, v)
@@ -108,12 +109,12 @@ func TestRemoteRequest(t *testing.T) {
 	if string(c.Data) != `{"name":"Ada"}` {
 		t.Errorf("payload %q, want it unchanged", c.Data)
 	}
-	deadline, err := time.Parse(time.RFC3339Nano, c.Header.Get(HeaderRemoteDeadline))
-	if err != nil || !deadline.After(c.At) || !strings.HasSuffix(c.Header.Get(HeaderRemoteDeadline), "Z") {
-		t.Errorf("deadline %q (%v), want RFC 3339 UTC after the request's arrival %s", c.Header.Get(HeaderRemoteDeadline), err, c.At)
+	deadline, err := time.Parse(time.RFC3339Nano, c.Header.Get(wire.HeaderRemoteDeadline))
+	if err != nil || !deadline.After(c.At) || !strings.HasSuffix(c.Header.Get(wire.HeaderRemoteDeadline), "Z") {
+		t.Errorf("deadline %q (%v), want RFC 3339 UTC after the request's arrival %s", c.Header.Get(wire.HeaderRemoteDeadline), err, c.At)
 	}
-	if len(c.Header.Get(HeaderRemoteDeadline)) != len("2006-01-02T15:04:05.000Z") {
-		t.Errorf("deadline %q, want milliseconds", c.Header.Get(HeaderRemoteDeadline))
+	if len(c.Header.Get(wire.HeaderRemoteDeadline)) != len("2006-01-02T15:04:05.000Z") {
+		t.Errorf("deadline %q, want milliseconds", c.Header.Get(wire.HeaderRemoteDeadline))
 	}
 	s := r.rt.Stats()[0]
 	if s.Handled != 1 || s.Acked != 1 || s.Remote != "remote.fn" {
@@ -132,7 +133,7 @@ func TestRemoteOutputs(t *testing.T) {
 	env := newEnv(t)
 	bin := base64.StdEncoding.EncodeToString([]byte{0, 1, 2})
 	env.startRemote(func(req micro.Request, _ int) {
-		id := req.Headers().Get(HeaderRemoteMsgID)
+		id := req.Headers().Get(wire.HeaderRemoteMsgID)
 		_ = req.Respond([]byte(`{"outputs":[{"subject":"test.out","data":{ "greeting": "hello" },"key":"` + id + `:a"},` +
 			`{"subject":"test.out","dataBase64":"` + bin + `","key":"` + id + `:b"}]}`))
 	})
@@ -228,7 +229,7 @@ func TestRemoteReplies(t *testing.T) {
 			env.publish("test.in", `{}`)
 			if tt.wantReason != "" {
 				dl := env.deadLetters(1)[0]
-				if got := dl.Header.Get(HeaderError); !strings.Contains(got, tt.wantReason) {
+				if got := dl.Header.Get(wire.HeaderError); !strings.Contains(got, tt.wantReason) {
 					t.Errorf("reason %q, want it to contain %q", got, tt.wantReason)
 				}
 			}
@@ -251,8 +252,8 @@ func TestRemoteReplies(t *testing.T) {
 				}
 			}
 			for i, c := range calls {
-				if got := c.Header.Get(HeaderRemoteDelivery); got != strconv.Itoa(i+1) {
-					t.Errorf("request %d: %s = %q", i+1, HeaderRemoteDelivery, got)
+				if got := c.Header.Get(wire.HeaderRemoteDelivery); got != strconv.Itoa(i+1) {
+					t.Errorf("request %d: %s = %q", i+1, wire.HeaderRemoteDelivery, got)
 				}
 			}
 		})
@@ -294,8 +295,8 @@ func TestRemoteNoRespondersOnLastDelivery(t *testing.T) {
 	env.startRemoteFn(remoteManifest(t, "    backoff: [100ms]\n    maxDeliver: 2\n"))
 	env.publish("test.in", `{}`)
 	dl := env.deadLetters(1)[0]
-	if got := dl.Header.Get(HeaderError); !strings.Contains(got, "no responders") || dl.Header.Get(HeaderNumDelivered) != "2" {
-		t.Errorf("dead letter reason %q at delivery %s, want no responders at 2", got, dl.Header.Get(HeaderNumDelivered))
+	if got := dl.Header.Get(wire.HeaderError); !strings.Contains(got, "no responders") || dl.Header.Get(wire.HeaderNumDelivered) != "2" {
+		t.Errorf("dead letter reason %q at delivery %s, want no responders at 2", got, dl.Header.Get(wire.HeaderNumDelivered))
 	}
 }
 

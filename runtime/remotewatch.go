@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jetfn/jetfn/internal/discovery"
+	"github.com/jetfn/jetfn/wire"
 )
 
 // DefaultRemoteProbe is how often a runtime asks micro discovery
@@ -81,8 +82,8 @@ func (s *remoteState) problem() error {
 	return fmt.Errorf("no responders on remote %s since %s", s.subject, s.noneSince.UTC().Format(time.RFC3339))
 }
 
-// fill puts the state into a function's Stats.
-func (s *remoteState) fill(st *Stats) {
+// fill puts the state into a function's wire.Stats.
+func (s *remoteState) fill(st *wire.Stats) {
 	st.Remote = s.subject
 	s.mu.Lock()
 	st.RemoteInstances = s.instances

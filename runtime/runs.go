@@ -1,14 +1,14 @@
 package runtime
 
-// Recent runs, for the console: every binding remembers its last RunHistory
+// Recent runs, for the console: every binding remembers its last wire.RunHistory
 // handler runs in a ring of fixed size and answers them on its
 // <function>.runs micro endpoint (manifest.RunsSubject), which every
 // instance answers, so one request gathers the runs of all of them.
 //
-// The memory is bounded by construction: RunHistory slots per function,
-// each holding at most MaxRunPayload bytes of the payload, maxRunText of
+// The memory is bounded by construction: wire.RunHistory slots per function,
+// each holding at most wire.MaxRunPayload bytes of the payload, maxRunText of
 // the error, maxRunField of each subject and message ID, and
-// MaxRunOutputs outputs; MaxRunBytes is the sum. A slot's payload buffer is
+// wire.MaxRunOutputs outputs; MaxRunBytes is the sum. A slot's payload buffer is
 // reused by the run that replaces it, so a steady flow of small messages
 // allocates nothing here.
 //
@@ -31,17 +31,11 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/jetfn/jetfn/manifest"
+	"github.com/jetfn/jetfn/wire"
 )
 
-// The bounds of one function's run history in one process.
+// The bounds of a run's text fields.
 const (
-	// RunHistory is how many runs each function remembers.
-	RunHistory = 200
-	// MaxRunPayload is how much of a run's payload is kept.
-	MaxRunPayload = 4 << 10
-	// MaxRunOutputs is how many of a run's outputs are kept; the rest are
-	// only counted.
-	MaxRunOutputs = 8
 	// maxRunText bounds the error; maxRunField a subject, message ID or
 	// stream name.
 	maxRunText  = 1 << 10
@@ -52,92 +46,36 @@ const (
 
 // MaxRunBytes is the most memory one remembered run takes: its fixed
 // fields plus every variable one at its bound. A function's history takes
-// at most RunHistory times this (about 2.4 MB), and typically little more
+// at most wire.RunHistory times this (about 2.4 MB), and typically little more
 // than its payloads.
-const MaxRunBytes = int(unsafe.Sizeof(Run{})) + MaxRunPayload + maxRunText + 2*maxRunField + traceIDLen +
-	MaxRunOutputs*(int(unsafe.Sizeof(RunOutput{}))+3*maxRunField)
-
-// Run is one handler run as its function remembers it: the wire form of
-// the runs endpoint.
-type Run struct {
-	// ID is <stream sequence>.<delivery count>, unique within an instance.
-	ID           string    `json:"id"`
-	Started      time.Time `json:"started"`
-	DurationMs   float64   `json:"duration_ms"`
-	Outcome      string    `json:"outcome"` // ack, retry or dead_letter, as decided by the handler's result
-	Abandoned    bool      `json:"abandoned,omitempty"`
-	Error        string    `json:"error,omitempty"`
-	Subject      string    `json:"subject"`
-	Stream       string    `json:"stream"`
-	StreamSeq    uint64    `json:"stream_seq"`
-	NumDelivered uint64    `json:"num_delivered"`
-	MsgID        string    `json:"msg_id,omitempty"`
-	TraceID      string    `json:"trace_id,omitempty"`
-	PayloadSize  int       `json:"payload_size"`
-	// Payload is the first MaxRunPayload bytes, sent only for one run
-	// asked by ID (RunsRequest.Run).
-	Payload        []byte      `json:"payload,omitempty"`
-	Outputs        []RunOutput `json:"outputs,omitempty"`
-	OutputsDropped int         `json:"outputs_dropped,omitempty"`
-}
-
-// RunOutput is one output a run published and its stream acknowledged.
-type RunOutput struct {
-	Subject   string `json:"subject"`
-	MsgID     string `json:"msg_id"`
-	Stream    string `json:"stream"`
-	Seq       uint64 `json:"seq"`
-	Size      int    `json:"size"`
-	Duplicate bool   `json:"duplicate,omitempty"`
-}
-
-// RunsRequest is the body of a request to a runs endpoint; empty asks for
-// every run, newest first, without payloads.
-type RunsRequest struct {
-	Limit int `json:"limit,omitempty"`
-	// Run asks for one run by ID, with its payload; an instance that does
-	// not have it answers with no runs.
-	Run string `json:"run,omitempty"`
-}
-
-// RunsReply is a runs endpoint's answer.
-type RunsReply struct {
-	Function string `json:"function"`
-	Instance string `json:"instance"`
-	Capacity int    `json:"capacity"`
-	// Recorded counts the runs since the function was bound here.
-	Recorded uint64 `json:"recorded"`
-	Runs     []Run  `json:"runs"`
-	// Truncated is set when the oldest runs were left out to keep the
-	// reply under the connection's maximum payload.
-	Truncated bool `json:"truncated,omitempty"`
-}
+const MaxRunBytes = int(unsafe.Sizeof(wire.Run{})) + wire.MaxRunPayload + maxRunText + 2*maxRunField + traceIDLen +
+	wire.MaxRunOutputs*(int(unsafe.Sizeof(wire.RunOutput{}))+3*maxRunField)
 
 // ---- The ring.
 
 // runRing is a function's last runs, oldest overwritten first.
 type runRing struct {
 	mu    sync.Mutex
-	slots []Run
+	slots []wire.Run
 	total uint64 // runs recorded; the newest is in slot (total-1) % len
 }
 
-func newRunRing(n int) *runRing { return &runRing{slots: make([]Run, n)} }
+func newRunRing(n int) *runRing { return &runRing{slots: make([]wire.Run, n)} }
 
 // add fills the next slot, reusing the buffers of the run it replaces.
-func (r *runRing) add(fill func(*Run)) {
+func (r *runRing) add(fill func(*wire.Run)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := &r.slots[r.total%uint64(len(r.slots))]
 	payload, outputs := s.Payload[:0], s.Outputs[:0]
-	*s = Run{Payload: payload, Outputs: outputs}
+	*s = wire.Run{Payload: payload, Outputs: outputs}
 	fill(s)
 	r.total++
 }
 
 // newest calls each for the remembered runs, newest first, until it
 // returns false.
-func (r *runRing) newest(each func(*Run) bool) {
+func (r *runRing) newest(each func(*wire.Run) bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := min(r.total, uint64(len(r.slots)))
@@ -150,21 +88,21 @@ func (r *runRing) newest(each func(*Run) bool) {
 
 // copyRun is a run that shares nothing with its slot; the payload only
 // when asked.
-func copyRun(s *Run, payload bool) Run {
+func copyRun(s *wire.Run, payload bool) wire.Run {
 	c := *s
 	c.ID = strconv.FormatUint(s.StreamSeq, 10) + "." + strconv.FormatUint(s.NumDelivered, 10)
 	c.Payload = nil
 	if payload {
 		c.Payload = append([]byte(nil), s.Payload...)
 	}
-	c.Outputs = append([]RunOutput(nil), s.Outputs...)
+	c.Outputs = append([]wire.RunOutput(nil), s.Outputs...)
 	return c
 }
 
 // list is up to limit runs (all when limit is 0), newest first.
-func (r *runRing) list(limit int) []Run {
-	out := []Run{}
-	r.newest(func(s *Run) bool {
+func (r *runRing) list(limit int) []wire.Run {
+	out := []wire.Run{}
+	r.newest(func(s *wire.Run) bool {
 		out = append(out, copyRun(s, false))
 		return limit <= 0 || len(out) < limit
 	})
@@ -172,10 +110,10 @@ func (r *runRing) list(limit int) []Run {
 }
 
 // find is the run with id, payload included.
-func (r *runRing) find(id string) (Run, bool) {
+func (r *runRing) find(id string) (wire.Run, bool) {
 	seq, delivered, ok := parseRunID(id)
-	var found Run
-	r.newest(func(s *Run) bool {
+	var found wire.Run
+	r.newest(func(s *wire.Run) bool {
 		if ok && s.StreamSeq == seq && s.NumDelivered == delivered {
 			found = copyRun(s, true)
 			return false
@@ -202,7 +140,7 @@ func (b *binding) recordRun(d *delivery, msg jetfn.Msg, start time.Time, took ti
 	}
 	out := decide(herr, msg.NumDelivered, &b.spec)
 	outputs, dropped := d.run.outputs.take()
-	b.runs.add(func(r *Run) {
+	b.runs.add(func(r *wire.Run) {
 		r.Started, r.DurationMs, r.Outcome = start, float64(took)/float64(time.Millisecond), out.kind.String()
 		r.Abandoned = errors.Is(herr, ErrHandlerTimeout)
 		if herr != nil {
@@ -212,7 +150,7 @@ func (b *binding) recordRun(d *delivery, msg jetfn.Msg, start time.Time, took ti
 		h := nats.Header(msg.Header)
 		r.MsgID, r.TraceID = clip(h.Get(jetstream.MsgIDHeader), maxRunField), traceIDOf(h.Get("traceparent"))
 		r.PayloadSize = len(msg.Data)
-		data := msg.Data[:min(len(msg.Data), MaxRunPayload)]
+		data := msg.Data[:min(len(msg.Data), wire.MaxRunPayload)]
 		if cap(r.Payload) < len(data) {
 			r.Payload = make([]byte, 0, len(data))
 		}
@@ -246,13 +184,13 @@ func traceIDOf(traceparent string) string {
 // the run's context (runContext.outputs), so the Publisher finds it.
 type runOutputs struct {
 	mu      sync.Mutex
-	list    []RunOutput
+	list    []wire.RunOutput
 	dropped int
 }
 
 type runOutputsKey struct{}
 
-func (o *runOutputs) take() ([]RunOutput, int) {
+func (o *runOutputs) take() ([]wire.RunOutput, int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.list, o.dropped
@@ -267,11 +205,11 @@ func noteOutput(ctx context.Context, subject, msgID string, size int, ack *jetst
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if len(o.list) >= MaxRunOutputs {
+	if len(o.list) >= wire.MaxRunOutputs {
 		o.dropped++
 		return
 	}
-	o.list = append(o.list, RunOutput{Subject: clip(subject, maxRunField), MsgID: clip(msgID, maxRunField),
+	o.list = append(o.list, wire.RunOutput{Subject: clip(subject, maxRunField), MsgID: clip(msgID, maxRunField),
 		Stream: clip(ack.Stream, maxRunField), Seq: ack.Sequence, Size: size, Duplicate: ack.Duplicate})
 }
 
@@ -303,9 +241,9 @@ func (b *binding) runsSummary() runsStats {
 func (b *binding) addRunsEndpoint(svc micro.Service, maxPayload int64) error {
 	instance := svc.Info().ID
 	err := svc.AddEndpoint(runsEndpoint, micro.HandlerFunc(func(req micro.Request) {
-		var q RunsRequest
+		var q wire.RunsRequest
 		if len(req.Data()) > 0 && json.Unmarshal(req.Data(), &q) != nil {
-			_ = req.Error("400", "the body is not a RunsRequest", nil)
+			_ = req.Error("400", "the body is not a wire.RunsRequest", nil)
 			return
 		}
 		if err := req.Respond(b.runsReply(q, instance, maxPayload)); err != nil {
@@ -320,9 +258,9 @@ func (b *binding) addRunsEndpoint(svc micro.Service, maxPayload int64) error {
 
 // runsReply encodes the answer to q, leaving out the oldest runs until it
 // fits in maxPayload.
-func (b *binding) runsReply(q RunsRequest, instance string, maxPayload int64) []byte {
+func (b *binding) runsReply(q wire.RunsRequest, instance string, maxPayload int64) []byte {
 	sum := b.runsSummary()
-	reply := RunsReply{Function: b.spec.Name, Instance: instance, Capacity: sum.Capacity, Recorded: sum.Recorded, Runs: []Run{}}
+	reply := wire.RunsReply{Function: b.spec.Name, Instance: instance, Capacity: sum.Capacity, Recorded: sum.Recorded, Runs: []wire.Run{}}
 	if b.runs != nil {
 		if q.Run != "" {
 			if r, ok := b.runs.find(q.Run); ok {

@@ -15,6 +15,7 @@ import (
 	"github.com/jetfn/jetfn"
 	"github.com/jetfn/jetfn/manifest"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
+	"github.com/jetfn/jetfn/wire"
 )
 
 // TestRunRingBounds fills a small ring past its size with oversized runs:
@@ -27,7 +28,7 @@ func TestRunRingBounds(t *testing.T) {
 		d := &delivery{}
 		ctx := &d.run
 		ctx.reset(context.Background(), time.Time{}, 1)
-		for range MaxRunOutputs + 3 {
+		for range wire.MaxRunOutputs + 3 {
 			noteOutput(ctx, huge, huge, 10, &jetstream.PubAck{Stream: huge, Sequence: seq})
 		}
 		msg := jetfn.Msg{Subject: huge, Data: []byte(huge), StreamSequence: seq, NumDelivered: 1,
@@ -44,22 +45,22 @@ func TestRunRingBounds(t *testing.T) {
 		}
 	}
 	r, ok := b.runs.find("5.1")
-	if !ok || len(r.Payload) != MaxRunPayload || r.PayloadSize != len(huge) || r.TraceID != "4bf92f3577b34da6a3ce929d0e0e4736" ||
-		len(r.Outputs) != MaxRunOutputs || r.OutputsDropped != 3 || r.Outcome != "retry" {
+	if !ok || len(r.Payload) != wire.MaxRunPayload || r.PayloadSize != len(huge) || r.TraceID != "4bf92f3577b34da6a3ce929d0e0e4736" ||
+		len(r.Outputs) != wire.MaxRunOutputs || r.OutputsDropped != 3 || r.Outcome != "retry" {
 		t.Errorf("find(5.1) = %v: %d payload bytes of %d, trace %q, %d outputs (%d dropped), outcome %q",
 			ok, len(r.Payload), r.PayloadSize, r.TraceID, len(r.Outputs), r.OutputsDropped, r.Outcome)
 	}
 	if _, ok := b.runs.find("1.1"); ok {
 		t.Error("find(1.1) found a run the ring overwrote")
 	}
-	t.Logf("MaxRunBytes = %d, so %d runs take at most %.1f MB", MaxRunBytes, RunHistory, float64(RunHistory*MaxRunBytes)/1e6)
+	t.Logf("MaxRunBytes = %d, so %d runs take at most %.1f MB", MaxRunBytes, wire.RunHistory, float64(wire.RunHistory*MaxRunBytes)/1e6)
 }
 
 // runBytes is what a slot holds: its fixed fields and the bytes behind its
 // strings and slices.
-func runBytes(r *Run) int {
+func runBytes(r *wire.Run) int {
 	n := int(unsafe.Sizeof(*r)) + len(r.Subject) + len(r.MsgID) + len(r.TraceID) + len(r.Error) + cap(r.Payload)
-	n += cap(r.Outputs) * int(unsafe.Sizeof(RunOutput{}))
+	n += cap(r.Outputs) * int(unsafe.Sizeof(wire.RunOutput{}))
 	for _, o := range r.Outputs {
 		n += len(o.Subject) + len(o.MsgID) + len(o.Stream)
 	}
@@ -90,22 +91,22 @@ func TestRunsEndpoint(t *testing.T) {
 	}
 	env.publish("test.in", "hello")
 	env.publish("test.in", "poison")
-	var replies []RunsReply
+	var replies []wire.RunsReply
 	runtimetest.Eventually(t, 20*time.Second, "both runs from two instances", func() bool {
-		replies = gatherRuns(t, env.nc, RunsRequest{})
+		replies = gatherRuns(t, env.nc, wire.RunsRequest{})
 		n := 0
 		for _, r := range replies {
 			n += len(r.Runs)
 		}
 		return len(replies) == 2 && n == 2
 	})
-	byData := map[string]Run{}
+	byData := map[string]wire.Run{}
 	for _, reply := range replies {
-		if reply.Function != "fn" || reply.Instance == "" || reply.Capacity != RunHistory {
+		if reply.Function != "fn" || reply.Instance == "" || reply.Capacity != wire.RunHistory {
 			t.Errorf("reply %+v lacks its function, instance or capacity", reply)
 		}
 		for _, r := range reply.Runs {
-			full := gatherRuns(t, env.nc, RunsRequest{Run: r.ID})
+			full := gatherRuns(t, env.nc, wire.RunsRequest{Run: r.ID})
 			found := 0
 			for _, f := range full {
 				for _, fr := range f.Runs {
@@ -130,7 +131,7 @@ func TestRunsEndpoint(t *testing.T) {
 
 // gatherRuns asks every instance's runs endpoint and collects the replies
 // that arrive within half a second.
-func gatherRuns(t *testing.T, nc *nats.Conn, q RunsRequest) []RunsReply {
+func gatherRuns(t *testing.T, nc *nats.Conn, q wire.RunsRequest) []wire.RunsReply {
 	t.Helper()
 	body, _ := json.Marshal(q)
 	inbox := nc.NewRespInbox()
@@ -142,13 +143,13 @@ func gatherRuns(t *testing.T, nc *nats.Conn, q RunsRequest) []RunsReply {
 	if err := nc.PublishRequest(manifest.RunsSubject("fn"), inbox, body); err != nil {
 		t.Fatal(err)
 	}
-	var out []RunsReply
+	var out []wire.RunsReply
 	for {
 		msg, err := sub.NextMsg(500 * time.Millisecond)
 		if err != nil {
 			return out
 		}
-		var r RunsReply
+		var r wire.RunsReply
 		if err := json.Unmarshal(msg.Data, &r); err != nil {
 			t.Fatalf("runs reply %s: %v", msg.Data, err)
 		}

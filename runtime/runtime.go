@@ -14,6 +14,7 @@ import (
 
 	"github.com/jetfn/jetfn"
 	"github.com/jetfn/jetfn/manifest"
+	"github.com/jetfn/jetfn/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -66,7 +67,7 @@ type deployed struct {
 func (d *deployed) setDigest(digest string) { d.digest.Store(&digest) }
 
 // fill writes the revision and digest into s.
-func (d *deployed) fill(s *Stats) {
+func (d *deployed) fill(s *wire.Stats) {
 	if d == nil {
 		return
 	}
@@ -324,7 +325,7 @@ func (r *Runtime) prepare(spec manifest.FunctionSpec, m *manifest.Manifest) (*bi
 		deployed:    &r.deployed,
 		scope:       scope,
 		attempts:    r.attempts,
-		runs:        newRunRing(RunHistory),
+		runs:        newRunRing(wire.RunHistory),
 	}
 	b.heartbeat.Store(int64(spec.Heartbeat))
 	b.trace = newRunTracer(r.opts.tracer, &b.spec)
@@ -408,11 +409,11 @@ func (r *Runtime) reportAsyncErrors() {
 
 // Stats returns a snapshot of every bound function's counters, including
 // its consumer's pending figures, for metrics and health endpoints.
-func (r *Runtime) Stats() []Stats {
+func (r *Runtime) Stats() []wire.Stats {
 	r.mu.Lock()
 	all := slices.Clone(r.active)
 	r.mu.Unlock()
-	out := make([]Stats, 0, len(all))
+	out := make([]wire.Stats, 0, len(all))
 	for _, a := range all {
 		out = append(out, a.b.status())
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jetfn/jetfn/manifest"
+	"github.com/jetfn/jetfn/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 )
@@ -79,7 +80,7 @@ func metadataDuration(d time.Duration) string {
 }
 
 // status is the function's counters plus its consumer's pending figures.
-func (b *binding) status() Stats {
+func (b *binding) status() wire.Stats {
 	s := b.stats.snapshot(b.spec.Name)
 	if b.refusal != nil {
 		if note := b.refusal.Load(); note != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jetfn/jetfn"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
+	"github.com/jetfn/jetfn/wire"
 )
 
 // TestMicroDiscovery asks the standard $SRV subjects, as `nats micro ls`,
@@ -49,7 +50,7 @@ func TestMicroDiscovery(t *testing.T) {
 	if len(stats.Endpoints) != 2 || !strings.Contains(string(stats.Endpoints[1].Data), `"capacity":200`) {
 		t.Fatalf("STATS endpoints %+v, want status and runs (its capacity as data)", stats.Endpoints)
 	}
-	var counters Stats
+	var counters wire.Stats
 	if err := json.Unmarshal(stats.Endpoints[0].Data, &counters); err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +58,7 @@ func TestMicroDiscovery(t *testing.T) {
 		counters.LastError == "" || counters.NumPending != 0 || counters.NumAckPending != 0 {
 		t.Errorf("STATS data %+v, want 2 handled, 1 acked, 1 dead-lettered and termed, a last error, nothing pending", counters)
 	}
-	var status Stats
+	var status wire.Stats
 	env.request("fn.status", &status)
 	if status.Handled != 2 || status.Function != "fn" {
 		t.Errorf("status endpoint %+v, want the same counters", status)

@@ -14,6 +14,7 @@ import (
 	"github.com/jetfn/jetfn/manifest"
 	"github.com/jetfn/jetfn/runtime"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
+	"github.com/jetfn/jetfn/wire"
 )
 
 // TestGreeterWithRuntime runs the example against an embedded NATS and
@@ -64,7 +65,7 @@ func TestGreeterWithRuntime(t *testing.T) {
 		t.Fatal(err)
 	}
 	dl := waitFor(t, js, "deadletter.remote-greet", 1)[0]
-	if reason := dl.Header.Get(runtime.HeaderError); !strings.Contains(reason, "replied 400: bad payload") {
+	if reason := dl.Header.Get(wire.HeaderError); !strings.Contains(reason, "replied 400: bad payload") {
 		t.Errorf("dead letter reason %q, want the remote's 400", reason)
 	}
 	if n := len(waitFor(t, js, "greet.done", 1)); n != 1 {

@@ -21,6 +21,7 @@ import (
 	"github.com/jetfn/jetfn/runtime"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
 	"github.com/jetfn/jetfn/test/crash"
+	"github.com/jetfn/jetfn/wire"
 )
 
 // examples/remote-go/manifest.yaml's function, with a shorter ackWait so the
@@ -242,10 +243,10 @@ func checkDeadLetter(t *testing.T, js jetstream.JetStream, bad input, reason str
 		t.Fatalf("%d dead letters, want 1", len(dls))
 	}
 	dl := dls[0]
-	if got := dl.Header.Get(runtime.HeaderStreamSequence); got != fmt.Sprint(bad.seq) {
+	if got := dl.Header.Get(wire.HeaderStreamSequence); got != fmt.Sprint(bad.seq) {
 		t.Errorf("dead letter of stream sequence %s, want %d", got, bad.seq)
 	}
-	if got := dl.Header.Get(runtime.HeaderError); !strings.Contains(got, reason) {
+	if got := dl.Header.Get(wire.HeaderError); !strings.Contains(got, reason) {
 		t.Errorf("dead letter reason %q, want it to contain %q", got, reason)
 	}
 	if string(dl.Data) != "not json" {

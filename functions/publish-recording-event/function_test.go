@@ -13,7 +13,7 @@ import (
 	"github.com/jetfn/jetfn"
 	"github.com/jetfn/jetfn/events"
 	"github.com/jetfn/jetfn/jetfntest"
-	"github.com/jetfn/jetfn/runtime"
+	"github.com/jetfn/jetfn/wire"
 )
 
 const (
@@ -234,7 +234,7 @@ func TestMalformedIsDeadLettered(t *testing.T) {
 	dead := e.streamMsgs("DEADLETTER")
 	bySeq := map[string]string{}
 	for _, m := range dead {
-		bySeq[m.Header.Get(runtime.HeaderStreamSequence)] = m.Header.Get(runtime.HeaderError)
+		bySeq[m.Header.Get(wire.HeaderStreamSequence)] = m.Header.Get(wire.HeaderError)
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -267,7 +267,7 @@ func TestConversationMismatchIsPermanent(t *testing.T) {
 	e.publish(recEvent("rec-1", "conv-b", events.RecordingStarted, baseTS+1))
 	e.waitSettled(2, settle)
 	dead := e.streamMsgs("DEADLETTER")
-	if len(dead) != 1 || !strings.Contains(dead[0].Header.Get(runtime.HeaderError), "conv-a") {
+	if len(dead) != 1 || !strings.Contains(dead[0].Header.Get(wire.HeaderError), "conv-a") {
 		t.Fatalf("dead letters %d, want 1 naming conv-a", len(dead))
 	}
 	if got := e.recording("rec-1"); got.EventCount != 1 || got.State != events.RecordingRequested {

@@ -22,6 +22,7 @@ import (
 	"github.com/jetfn/jetfn/publish"
 	"github.com/jetfn/jetfn/runtime"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
+	"github.com/jetfn/jetfn/wire"
 )
 
 // stack is an embedded nats-server, a database and a runtime running
@@ -188,13 +189,13 @@ func (s *stack) processed(conv, sess string) []*jetstream.RawStreamMsg {
 }
 
 // status asks the function's status endpoint for its counters.
-func (s *stack) status() runtime.Stats {
+func (s *stack) status() wire.Stats {
 	s.t.Helper()
 	reply, err := s.nc.Request(manifest.StatusSubject(summarizesession.Name), nil, 5*time.Second)
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	var st runtime.Stats
+	var st wire.Stats
 	if err := json.Unmarshal(reply.Data, &st); err != nil {
 		s.t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/jetfn/jetfn/ops/dlq"
 	"github.com/jetfn/jetfn/runtime"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
+	"github.com/jetfn/jetfn/wire"
 )
 
 var deadLetters = manifest.DeadLetterSpec{Stream: "DEADLETTER", SubjectPrefix: "deadletter"}
@@ -132,7 +133,7 @@ func TestReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	if m.Subject != "test.in" || string(m.Data) != `{"name":"poison"}` || m.Header.Get("Nats-Msg-Id") != "greet-7:replay:1" || m.Header.Get(jetfn.HeaderReplayOf) != "greet-7" ||
-		m.Header.Get("X-Trace") != "abc" || m.Header.Get(runtime.HeaderFunction) != "" || m.Header.Get(runtime.HeaderError) != "" {
+		m.Header.Get("X-Trace") != "abc" || m.Header.Get(wire.HeaderFunction) != "" || m.Header.Get(wire.HeaderError) != "" {
 		t.Errorf("replayed message %s %q %v, want the original payload and headers under the new ID", m.Subject, m.Data, m.Header)
 	}
 	if _, err := e.store.Get(ctx, 1); !errors.Is(err, dlq.ErrNotFound) {

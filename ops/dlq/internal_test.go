@@ -10,8 +10,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetfn/jetfn/manifest"
-	"github.com/jetfn/jetfn/runtime"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
+	"github.com/jetfn/jetfn/wire"
 )
 
 func TestBaseID(t *testing.T) {
@@ -85,8 +85,8 @@ func TestInterruptedReplays(t *testing.T) {
 	}
 	deadLetter := func(origSeq string) uint64 {
 		ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: "deadletter.greeter", Data: []byte(`{}`), Header: nats.Header{
-			runtime.HeaderFunction: {"greeter"}, runtime.HeaderOriginalSubject: {"test.in"},
-			runtime.HeaderOriginalStream: {"TEST"}, runtime.HeaderStreamSequence: {origSeq}}})
+			wire.HeaderFunction: {"greeter"}, wire.HeaderOriginalSubject: {"test.in"},
+			wire.HeaderOriginalStream: {"TEST"}, wire.HeaderStreamSequence: {origSeq}}})
 		if err != nil {
 			t.Fatal(err)
 		}

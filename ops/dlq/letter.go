@@ -13,7 +13,7 @@ import (
 
 	"github.com/jetfn/jetfn"
 	"github.com/jetfn/jetfn/manifest"
-	"github.com/jetfn/jetfn/runtime"
+	"github.com/jetfn/jetfn/wire"
 )
 
 // Letter is one dead letter as stored on the dead-letter stream.
@@ -43,15 +43,15 @@ func letterFrom(m *jetstream.RawStreamMsg) Letter {
 	if h == nil {
 		return l
 	}
-	l.Function = h.Get(runtime.HeaderFunction)
-	l.OriginalSubject = h.Get(runtime.HeaderOriginalSubject)
-	l.OriginalStream = h.Get(runtime.HeaderOriginalStream)
-	l.OriginalSeq, _ = strconv.ParseUint(h.Get(runtime.HeaderStreamSequence), 10, 64)
-	l.OriginalMsgID = h.Get(runtime.HeaderOriginalMsgID)
-	l.Identity = h.Get(runtime.HeaderMsgID)
-	l.OriginalStreamIdentity = h.Get(runtime.HeaderOriginalStreamIdentity)
-	l.NumDelivered, _ = strconv.ParseUint(h.Get(runtime.HeaderNumDelivered), 10, 64)
-	l.Error = h.Get(runtime.HeaderError)
+	l.Function = h.Get(wire.HeaderFunction)
+	l.OriginalSubject = h.Get(wire.HeaderOriginalSubject)
+	l.OriginalStream = h.Get(wire.HeaderOriginalStream)
+	l.OriginalSeq, _ = strconv.ParseUint(h.Get(wire.HeaderStreamSequence), 10, 64)
+	l.OriginalMsgID = h.Get(wire.HeaderOriginalMsgID)
+	l.Identity = h.Get(wire.HeaderMsgID)
+	l.OriginalStreamIdentity = h.Get(wire.HeaderOriginalStreamIdentity)
+	l.NumDelivered, _ = strconv.ParseUint(h.Get(wire.HeaderNumDelivered), 10, 64)
+	l.Error = h.Get(wire.HeaderError)
 	return l
 }
 
@@ -60,7 +60,7 @@ func letterFrom(m *jetstream.RawStreamMsg) Letter {
 func (l Letter) check() error {
 	if l.OriginalSubject == "" || l.OriginalStream == "" || l.OriginalSeq == 0 {
 		return fmt.Errorf("message %d on %s: %w (no %s, %s or %s header)", l.Seq, l.Subject, ErrNotDeadLetter,
-			runtime.HeaderOriginalSubject, runtime.HeaderOriginalStream, runtime.HeaderStreamSequence)
+			wire.HeaderOriginalSubject, wire.HeaderOriginalStream, wire.HeaderStreamSequence)
 	}
 	return nil
 }

@@ -3,10 +3,9 @@ package dlq
 import (
 	"testing"
 
+	"github.com/jetfn/jetfn/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/jetfn/jetfn/runtime"
 )
 
 // TestReplayKeepsTraceContext: a replay carries the original's
@@ -16,11 +15,11 @@ import (
 func TestReplayKeepsTraceContext(t *testing.T) {
 	const parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	l := Letter{Header: nats.Header{
-		"traceparent":               {parent},
-		"tracestate":                {"vendor=1"},
-		runtime.HeaderFunction:      {"fn"},
-		jetstream.MsgIDHeader:       {"fn:TEST:7"},
-		runtime.HeaderOriginalMsgID: {"in-1"},
+		"traceparent":            {parent},
+		"tracestate":             {"vendor=1"},
+		wire.HeaderFunction:      {"fn"},
+		jetstream.MsgIDHeader:    {"fn:TEST:7"},
+		wire.HeaderOriginalMsgID: {"in-1"},
 	}}
 	h := l.replayHeader("in-1.replay-1")
 	if got := h.Get("traceparent"); got != parent {
@@ -29,7 +28,7 @@ func TestReplayKeepsTraceContext(t *testing.T) {
 	if got := h.Get("tracestate"); got != "vendor=1" {
 		t.Errorf("replay tracestate %q, want vendor=1", got)
 	}
-	if h.Get(runtime.HeaderFunction) != "" || h.Get(jetstream.MsgIDHeader) != "in-1.replay-1" {
+	if h.Get(wire.HeaderFunction) != "" || h.Get(jetstream.MsgIDHeader) != "in-1.replay-1" {
 		t.Errorf("replay header %v: want the runtime's headers dropped and the replay's own ID", h)
 	}
 }

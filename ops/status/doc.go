@@ -5,7 +5,7 @@
 // reply that arrives within a short window: there is no way to know how
 // many instances will answer, so the window is the only end. A reply is
 // kept when it comes from a jetfn function: its status endpoint's data is a
-// runtime.Stats naming the function, or its metadata carries the manifest
+// wire.Stats naming the function, or its metadata carries the manifest
 // digest that the runtime publishes. Other micro services on the same
 // account are ignored.
 package status

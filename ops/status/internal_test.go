@@ -5,9 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetfn/jetfn/wire"
 	"github.com/nats-io/nats.go/micro"
-
-	"github.com/jetfn/jetfn/runtime"
 )
 
 func TestDecode(t *testing.T) {
@@ -24,7 +23,7 @@ func TestDecode(t *testing.T) {
 		wantHandled uint64
 	}{
 		{name: "jetfn function", wantOK: true, wantHandled: 7,
-			reply: statsReply("fn", nil, &micro.EndpointStats{Name: "status", Data: data(runtime.Stats{Function: "fn", Handled: 7})})},
+			reply: statsReply("fn", nil, &micro.EndpointStats{Name: "status", Data: data(wire.Stats{Function: "fn", Handled: 7})})},
 		{name: "digest only (stats endpoint without data)", wantOK: true,
 			reply: statsReply("fn", map[string]string{"manifest_digest": "abc"}, &micro.EndpointStats{Name: "status"})},
 		{name: "other service with a status endpoint", wantOK: false,
@@ -82,7 +81,7 @@ func TestRevisionColumn(t *testing.T) {
 		in   Instance
 		want string
 	}{
-		{name: "a deployment revision", in: Instance{ManifestDigest: "old", Stats: runtime.Stats{Revision: 7, ManifestDigest: "abc123"}}, want: "7 (abc123)"},
+		{name: "a deployment revision", in: Instance{ManifestDigest: "old", Stats: wire.Stats{Revision: 7, ManifestDigest: "abc123"}}, want: "7 (abc123)"},
 		{name: "a manifest file", in: Instance{ManifestDigest: "abc123"}, want: "- (abc123)"},
 		{name: "nothing known", in: Instance{}, want: "- (-)"},
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/jetfn/jetfn/internal/discovery"
-	"github.com/jetfn/jetfn/runtime"
+	"github.com/jetfn/jetfn/wire"
 )
 
 // DefaultWindow is how long Collect waits for replies: instances answer in
@@ -22,7 +22,7 @@ const DefaultWindow = 500 * time.Millisecond
 // statsSubject asks every micro service on the account for its stats.
 const statsSubject = "$SRV.STATS"
 
-// statusEndpoint is the runtime's endpoint whose stats data is runtime.Stats.
+// statusEndpoint is the runtime's endpoint whose stats data is wire.Stats.
 const statusEndpoint = "status"
 
 // Instance is one running function in one process.
@@ -33,7 +33,7 @@ type Instance struct {
 	Started        time.Time         `json:"started"`
 	ManifestDigest string            `json:"manifest_digest,omitempty"`
 	Metadata       map[string]string `json:"metadata,omitempty"`
-	Stats          runtime.Stats     `json:"stats"`
+	Stats          wire.Stats        `json:"stats"`
 	// RemoteInstances are, for a remote function, the micro service
 	// instances that serve its endpoint (every instance of the function
 	// lists the same ones).
@@ -85,7 +85,7 @@ func fromStats(st micro.Stats) (Instance, bool) {
 		if ep == nil || ep.Name != statusEndpoint || len(ep.Data) == 0 {
 			continue
 		}
-		var s runtime.Stats
+		var s wire.Stats
 		if json.Unmarshal(ep.Data, &s) == nil && s.Function != "" {
 			inst.Stats, found = s, true
 		}

@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetfn/jetfn/events"
-	"github.com/jetfn/jetfn/runtime"
+	"github.com/jetfn/jetfn/wire"
 )
 
 // traceHeader is a custom header of the original, which its dead letter
@@ -58,12 +58,12 @@ func compareDeadLetter(dl *jetstream.RawStreamMsg, orig original) []string {
 		bad = append(bad, fmt.Sprintf("data %q, want the original's %q", dl.Data, orig.data))
 	}
 	want := map[string]string{
-		traceHeader:                   traceValue,
-		runtime.HeaderOriginalMsgID:   orig.msgID,
-		runtime.HeaderFunction:        functionName,
-		runtime.HeaderStreamSequence:  strconv.FormatUint(orig.seq, 10),
-		runtime.HeaderOriginalSubject: events.SessionEndedSubject,
-		runtime.HeaderOriginalStream:  transcriptionStream,
+		traceHeader:                traceValue,
+		wire.HeaderOriginalMsgID:   orig.msgID,
+		wire.HeaderFunction:        functionName,
+		wire.HeaderStreamSequence:  strconv.FormatUint(orig.seq, 10),
+		wire.HeaderOriginalSubject: events.SessionEndedSubject,
+		wire.HeaderOriginalStream:  transcriptionStream,
 	}
 	for _, k := range sortedKeys(want) {
 		if got := dl.Header.Get(k); got != want[k] {

@@ -15,7 +15,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/jetfn/jetfn/events"
-	"github.com/jetfn/jetfn/runtime"
+	"github.com/jetfn/jetfn/wire"
 )
 
 // deadLetter is one message seen on the dead-letter stream.
@@ -128,10 +128,10 @@ func (o *dlObserver) all() []*deadLetter {
 
 func letterOf(m *jetstream.RawStreamMsg) *deadLetter {
 	h := m.Header
-	d := &deadLetter{Seq: m.Sequence, At: m.Time, Token: h.Get(tokenHeader), Function: h.Get(runtime.HeaderFunction),
-		OrigStream: h.Get(runtime.HeaderOriginalStream), OrigMsgID: h.Get(runtime.HeaderOriginalMsgID),
-		MsgID: h.Get(jetstream.MsgIDHeader), Error: h.Get(runtime.HeaderError), Delivered: h.Get(runtime.HeaderNumDelivered)}
-	d.OrigSeq, _ = strconv.ParseUint(h.Get(runtime.HeaderStreamSequence), 10, 64)
+	d := &deadLetter{Seq: m.Sequence, At: m.Time, Token: h.Get(tokenHeader), Function: h.Get(wire.HeaderFunction),
+		OrigStream: h.Get(wire.HeaderOriginalStream), OrigMsgID: h.Get(wire.HeaderOriginalMsgID),
+		MsgID: h.Get(jetstream.MsgIDHeader), Error: h.Get(wire.HeaderError), Delivered: h.Get(wire.HeaderNumDelivered)}
+	d.OrigSeq, _ = strconv.ParseUint(h.Get(wire.HeaderStreamSequence), 10, 64)
 	if d.Token == "" {
 		d.Token = tokenOfPayload(m.Data)
 	}

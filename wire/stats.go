@@ -1,0 +1,59 @@
+package wire
+
+// Stats is a snapshot of one function's counters in this process. It is the
+// body of the `<function>.status` endpoint and the data of `nats micro stats`.
+type Stats struct {
+	Function string `json:"function"`
+	Handled  uint64 `json:"handled"`
+	Acked    uint64 `json:"acked"`
+	// Retried counts Naks: a failed attempt given back with its backoff
+	// delay, or a message a drain returned for another instance.
+	Retried      uint64 `json:"retried"`
+	Termed       uint64 `json:"termed"`
+	DeadLettered uint64 `json:"dead_lettered"`
+	// DeadLetterFailures counts dead letters the dead-letter stream did not
+	// store (an outage, a refusal, an ID it holds for another message): the
+	// message was kept and retried on the backoff, never Term'd.
+	DeadLetterFailures uint64 `json:"dead_letter_failures"`
+	Redeliveries       uint64 `json:"redeliveries"`
+	Heartbeats         uint64 `json:"heartbeats"`
+	// BufferBeats are heartbeats for pulled messages still waiting for a
+	// worker.
+	BufferBeats   uint64  `json:"buffer_heartbeats"`
+	InFlight      int64   `json:"in_flight"`
+	LastError     string  `json:"last_error,omitempty"`
+	AvgMillis     float64 `json:"processing_avg_ms"`
+	P50Millis     float64 `json:"processing_p50_ms"`
+	P99Millis     float64 `json:"processing_p99_ms"`
+	NumPending    uint64  `json:"num_pending"`
+	NumAckPending int     `json:"num_ack_pending"`
+	// ManifestRefused says why the runtime refused the last manifest
+	// revision it was given; it keeps running the previous one.
+	ManifestRefused string `json:"manifest_refused,omitempty"`
+	// Revision is the deployment revision the instance runs (jetfn run
+	// --deployment); 0 for a manifest file. ManifestDigest is the digest of
+	// the manifest it runs now (its micro metadata keeps the one the
+	// function was bound with).
+	Revision       uint64 `json:"revision,omitempty"`
+	ManifestDigest string `json:"manifest_digest,omitempty"`
+	// DuplicateOutputs counts outputs the stream acknowledged as duplicates
+	// (PubAck duplicate): expected for a retry, suspicious for a first
+	// delivery, which is also logged.
+	DuplicateOutputs uint64 `json:"duplicate_outputs"`
+	// Abandoned counts handler runs that outlived the function's timeout:
+	// their messages were settled as failures and their workers replaced.
+	// AbandonedRunning is how many of those have not returned yet.
+	Abandoned        uint64 `json:"abandoned"`
+	AbandonedRunning int64  `json:"abandoned_running"`
+	// Concurrency is the function's worker count, to read the two above.
+	Concurrency int `json:"concurrency"`
+	// ConsumerError is set while the function's durable consumer (or its
+	// stream) is missing on the server; nothing is handled meanwhile.
+	ConsumerError string `json:"consumer_error,omitempty"`
+	// Remote is a remote function's endpoint subject; RemoteInstances how
+	// many micro service instances the last discovery found serving it;
+	// RemoteError is set while no instance responds (/readyz fails).
+	Remote          string `json:"remote,omitempty"`
+	RemoteInstances int    `json:"remote_instances,omitempty"`
+	RemoteError     string `json:"remote_error,omitempty"`
+}
