@@ -35,7 +35,7 @@ func CheckConfigs(m *Manifest, functions []jetfn.Function) error {
 func (m *Manifest) checkConfigs(functions []jetfn.Function) []error {
 	var errs []error
 	m.eachConfigProblem(functions, func(i int, spec FunctionSpec, err error) {
-		errs = append(errs, m.configProblem(at("functions").index(i, spec.Name).key("config"), err))
+		errs = append(errs, m.configProblem(at("functions").Index(i, spec.Name).Key("config"), err))
 	})
 	return errs
 }
@@ -70,11 +70,11 @@ func (m *Manifest) configProblem(cat place, err error) *Problem {
 	}
 	kat := cat
 	if ce.Key != "" {
-		kat = cat.key(ce.Key)
+		kat = cat.Key(ce.Key)
 	}
 	line := ce.Line
 	if line == 0 {
-		line = m.lineOf(cat.path)
+		line = m.lineOf(cat.Path)
 	}
 	return m.problemAt(kat, line, ce.Err)
 }

@@ -128,7 +128,7 @@ func (m *Manifest) shortWindows() []error {
 	var errs []error
 	for _, h := range m.Horizons() {
 		if h.Window < h.MinWindow() {
-			errs = append(errs, m.problem(m.streamAt(h.Stream).key("duplicates"), fmt.Errorf("%w: %s", ErrShortWindow, h.explain())))
+			errs = append(errs, m.problem(m.streamAt(h.Stream).Key("duplicates"), fmt.Errorf("%w: %s", ErrShortWindow, h.explain())))
 		}
 	}
 	return errs
@@ -137,7 +137,7 @@ func (m *Manifest) shortWindows() []error {
 // streamAt is the place of the stream declared as name.
 func (m *Manifest) streamAt(name string) place {
 	i := slices.IndexFunc(m.Streams, func(s StreamSpec) bool { return s.Name == name })
-	return at("streams").index(i, name)
+	return at("streams").Index(i, name)
 }
 
 func (h Horizon) explain() string {
@@ -167,7 +167,7 @@ func (m *Manifest) OutputStreamWarnings() []string {
 				continue
 			}
 			seen[s.Name] = true
-			out = append(out, location(m.file, m.lineOf(m.streamAt(s.Name).path))+fmt.Sprintf("stream %s (output of %s): maxMsgs %d / maxBytes %d discard the oldest "+
+			out = append(out, location(m.file, m.lineOf(m.streamAt(s.Name).Path))+fmt.Sprintf("stream %s (output of %s): maxMsgs %d / maxBytes %d discard the oldest "+
 				"messages; the server rebuilds its message-ID memory after a restart only from messages still "+
 				"stored, so an output discarded within the %s duplicate window could be stored again by a "+
 				"redelivery. Keep the limits above what the window holds, or leave them unlimited (0).",

@@ -2,10 +2,11 @@ package manifest
 
 import (
 	"errors"
-	"github.com/jetfn/jetfn"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jetfn/jetfn"
 )
 
 // fieldReport is the field report's setup: a 2-minute window, ackWait 6s,

@@ -221,7 +221,7 @@ func decodeManifest(file string, raw []byte) (*Manifest, []error) {
 	if root != nil {
 		m.root = root
 		for _, p := range yamldecode.Decode(root, reflect.ValueOf(m).Elem()) {
-			problems = append(problems, m.problemAt(place{label: p.Label, path: p.Path}, p.Line, p.Err))
+			problems = append(problems, m.problemAt(p.Place, p.Line, p.Err))
 		}
 	}
 	sum := sha256.Sum256(raw)

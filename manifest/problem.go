@@ -56,42 +56,18 @@ func (p *Problem) Unwrap() error { return p.Err }
 
 // place is where in a manifest a problem is: the label a person reads and
 // the path (keys and list indexes) that finds its line in the YAML tree.
-type place struct {
-	label string
-	path  []any
-}
+type place = yamldecode.Place
 
 // at is the top-level key k.
-func at(k string) place { return place{}.key(k) }
-
-func (p place) key(k string) place {
-	label := k
-	if p.label != "" {
-		label = p.label + "." + k
-	}
-	return place{label: label, path: append(slices.Clone(p.path), k)}
-}
-
-// index is item i of a list, named by its name: key when it has one.
-func (p place) index(i int, name string) place {
-	label := fmt.Sprintf("%s[%d]", p.label, i)
-	if name != "" {
-		label += " (" + name + ")"
-	}
-	return place{label: label, path: append(slices.Clone(p.path), i)}
-}
-
-// labelled keeps p's line but reads as label, for a problem between
-// entries, such as two streams whose subjects overlap.
-func (p place) labelled(label string) place { return place{label: label, path: p.path} }
+func at(k string) place { return place{}.Key(k) }
 
 // problem is err at p, on the line of p's key in the parsed manifest.
 func (m *Manifest) problem(p place, err error) *Problem {
-	return m.problemAt(p, m.lineOf(p.path), err)
+	return m.problemAt(p, m.lineOf(p.Path), err)
 }
 
 func (m *Manifest) problemAt(p place, line int, err error) *Problem {
-	return &Problem{File: m.file, Line: line, Where: p.label, Err: err}
+	return &Problem{File: m.file, Line: line, Where: p.Label, Err: err}
 }
 
 // lineOf is the line of the key at path, or of the nearest enclosing entry

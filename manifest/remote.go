@@ -18,10 +18,10 @@ func (m *Manifest) validateRemote(fat place, f *FunctionSpec, add problemFunc) {
 		return
 	}
 	if !f.Config.Equal(jetfn.Config{}) {
-		add(fat.key("config"), "a remote function takes no config block; the remote service keeps its own settings")
+		add(fat.Key("config"), "a remote function takes no config block; the remote service keeps its own settings")
 	}
 	subj := f.Remote.Subject
-	sat := fat.key("remote").key("subject")
+	sat := fat.Key("remote").Key("subject")
 	if subj == "" {
 		add(sat, "required: the subject of the NATS micro endpoint that handles each delivery")
 		return
@@ -85,9 +85,9 @@ func (m *Manifest) RemoteSubjects() []string {
 // i-th function, placed at its line like every other problem, for checks
 // made outside this package (`jetfn check --server` asks the server).
 func (m *Manifest) FunctionProblem(i int, key string, err error) *Problem {
-	p := at("functions").index(i, m.Functions[i].Name)
+	p := at("functions").Index(i, m.Functions[i].Name)
 	for _, k := range strings.Split(key, ".") {
-		p = p.key(k)
+		p = p.Key(k)
 	}
 	return m.problem(p, err)
 }

@@ -48,39 +48,39 @@ func (m *Manifest) validateStreams(add problemFunc) {
 	}
 	seen := map[string]bool{}
 	for i, s := range m.Streams {
-		sat := at("streams").index(i, s.Name)
+		sat := at("streams").Index(i, s.Name)
 		switch {
 		case s.Name == "":
-			add(sat.key("name"), "required")
+			add(sat.Key("name"), "required")
 		case !natsName.MatchString(s.Name):
-			add(sat.key("name"), "%q may hold only letters, digits, - and _", s.Name)
+			add(sat.Key("name"), "%q may hold only letters, digits, - and _", s.Name)
 		case seen[s.Name]:
-			add(sat.key("name"), "declared twice")
+			add(sat.Key("name"), "declared twice")
 		}
 		seen[s.Name] = true
 		if len(s.Subjects) == 0 {
-			add(sat.key("subjects"), "at least one subject is required")
+			add(sat.Key("subjects"), "at least one subject is required")
 		}
 		for _, subj := range s.Subjects {
 			if err := checkSubject(subj); err != nil {
-				add(sat.key("subjects"), "%v", err)
+				add(sat.Key("subjects"), "%v", err)
 			}
 		}
 		if s.Storage != "file" && s.Storage != "memory" {
-			add(sat.key("storage"), "%q is not file or memory", s.Storage)
+			add(sat.Key("storage"), "%q is not file or memory", s.Storage)
 		}
 		if s.Replicas < 1 || s.Replicas > 5 {
-			add(sat.key("replicas"), "%d is not between 1 and 5", s.Replicas)
+			add(sat.Key("replicas"), "%d is not between 1 and 5", s.Replicas)
 		}
 		if s.Duplicates < 0 || s.MaxAge < 0 {
 			add(sat, "duplicates and maxAge must not be negative")
 		}
 		if s.MaxAge > 0 && s.Duplicates > s.MaxAge {
-			add(sat.key("duplicates"), "%s is longer than maxAge %s: a message expires before its ID's window ends, "+
+			add(sat.Key("duplicates"), "%s is longer than maxAge %s: a message expires before its ID's window ends, "+
 				"and a restarted server forgets the ID with it", s.Duplicates, s.MaxAge)
 		}
 		if !slices.Contains([]string{"", "limits", "interest", "workqueue"}, s.Retention) {
-			add(sat.key("retention"), "%q is not limits, interest or workqueue", s.Retention)
+			add(sat.Key("retention"), "%q is not limits, interest or workqueue", s.Retention)
 		}
 		if s.MaxMsgs < 0 || s.MaxBytes < 0 {
 			add(sat, "maxMsgs and maxBytes must not be negative (0 is unlimited)")
@@ -95,7 +95,7 @@ func (m *Manifest) validateStreamOverlap(add problemFunc) {
 	for i, a := range m.Streams {
 		for j := i + 1; j < len(m.Streams); j++ {
 			b := m.Streams[j]
-			bat := at("streams").index(j, b.Name).key("subjects").labelled(fmt.Sprintf("streams (%s, %s)", a.Name, b.Name))
+			bat := at("streams").Index(j, b.Name).Key("subjects").Labelled(fmt.Sprintf("streams (%s, %s)", a.Name, b.Name))
 			for _, sa := range a.Subjects {
 				for _, sb := range b.Subjects {
 					if SubjectsOverlap(sa, sb) {
@@ -110,17 +110,17 @@ func (m *Manifest) validateStreamOverlap(add problemFunc) {
 func (m *Manifest) validateDeadLetter(add problemFunc) {
 	dl, ok := m.Stream(m.DeadLetter.Stream)
 	if !ok {
-		add(at("deadLetter").key("stream"), "%s is not declared under streams", m.DeadLetter.Stream)
+		add(at("deadLetter").Key("stream"), "%s is not declared under streams", m.DeadLetter.Stream)
 		return
 	}
 	if err := checkSubject(m.DeadLetter.SubjectPrefix + ".x"); err != nil {
-		add(at("deadLetter").key("subjectPrefix"), "%v", err)
+		add(at("deadLetter").Key("subjectPrefix"), "%v", err)
 		return
 	}
 	for i, f := range m.Functions {
 		subj := m.DeadLetterSubject(f.Name)
 		if !CoveredByAny(subj, dl.Subjects) {
-			add(at("functions").index(i, f.Name).labelled("deadLetter"), "subject %s of function %s is not stored by stream %s (subjects %v)",
+			add(at("functions").Index(i, f.Name).Labelled("deadLetter"), "subject %s of function %s is not stored by stream %s (subjects %v)",
 				subj, f.Name, dl.Name, dl.Subjects)
 		}
 	}
@@ -133,18 +133,18 @@ func (m *Manifest) validateFunctions(known []string, add problemFunc) {
 	names, durables := map[string]bool{}, map[string]string{}
 	for i := range m.Functions {
 		f := &m.Functions[i]
-		fat := at("functions").index(i, f.Name)
+		fat := at("functions").Index(i, f.Name)
 		switch {
 		case f.Name == "":
-			add(fat.key("name"), "required")
+			add(fat.Key("name"), "required")
 		case !f.IsRemote() && !slices.Contains(known, f.Name):
-			add(fat.key("name"), "unknown function %q; this binary has: %s", f.Name, strings.Join(known, ", "))
+			add(fat.Key("name"), "unknown function %q; this binary has: %s", f.Name, strings.Join(known, ", "))
 		case names[f.Name]:
-			add(fat.key("name"), "declared twice")
+			add(fat.Key("name"), "declared twice")
 		}
 		names[f.Name] = true
 		if other, dup := durables[f.Durable]; dup {
-			add(fat.key("durable"), "%q is also the durable of %s", f.Durable, other)
+			add(fat.Key("durable"), "%q is also the durable of %s", f.Durable, other)
 		}
 		durables[f.Durable] = f.Name
 		m.validateFunction(fat, f, add)
@@ -153,55 +153,55 @@ func (m *Manifest) validateFunctions(known []string, add problemFunc) {
 
 func (m *Manifest) validateFunction(fat place, f *FunctionSpec, add problemFunc) {
 	if !semVer.MatchString(f.Version) {
-		add(fat.key("version"), "%q is not a SemVer version such as 1.0.0", f.Version)
+		add(fat.Key("version"), "%q is not a SemVer version such as 1.0.0", f.Version)
 	}
 	if !natsName.MatchString(f.Durable) {
-		add(fat.key("durable"), "%q may hold only letters, digits, - and _", f.Durable)
+		add(fat.Key("durable"), "%q may hold only letters, digits, - and _", f.Durable)
 	}
 	m.validateSubjects(fat, f, add)
 	m.validateInputRetention(f, add)
 	if f.AckWait <= 0 {
-		add(fat.key("ackWait"), "must be positive")
+		add(fat.Key("ackWait"), "must be positive")
 	}
 	if f.Heartbeat <= 0 || f.Heartbeat > f.AckWait/2 {
-		add(fat.key("heartbeat"), "%s must be positive and at most half of ackWait %s (%s): the server redelivers "+
+		add(fat.Key("heartbeat"), "%s must be positive and at most half of ackWait %s (%s): the server redelivers "+
 			"a message whose timer reaches ackWait, and a heartbeat must land with room to spare for a busy process",
 			f.Heartbeat, f.AckWait, f.AckWait/2)
 	}
 	if f.MaxDeliver < 1 {
-		add(fat.key("maxDeliver"), "%d must be at least 1", f.MaxDeliver)
+		add(fat.Key("maxDeliver"), "%d must be at least 1", f.MaxDeliver)
 	}
 	if len(f.Backoff) > f.MaxDeliver {
-		add(fat.key("backoff"), "%d entries but maxDeliver is %d", len(f.Backoff), f.MaxDeliver)
+		add(fat.Key("backoff"), "%d entries but maxDeliver is %d", len(f.Backoff), f.MaxDeliver)
 	}
 	for _, d := range f.Backoff {
 		if d <= 0 {
-			add(fat.key("backoff"), "entry %s must be positive", d)
+			add(fat.Key("backoff"), "entry %s must be positive", d)
 		}
 	}
 	if f.MaxRetryAfter < 0 {
-		add(fat.key("maxRetryAfter"), "must not be negative (absent: the longer of ackWait and the largest backoff entry)")
+		add(fat.Key("maxRetryAfter"), "must not be negative (absent: the longer of ackWait and the largest backoff entry)")
 	}
 	if f.Concurrency < 1 {
-		add(fat.key("concurrency"), "%d must be at least 1", f.Concurrency)
+		add(fat.Key("concurrency"), "%d must be at least 1", f.Concurrency)
 	}
 	if f.MaxPayload < 1 {
-		add(fat.key("maxPayload"), "%d must be at least 1 byte", f.MaxPayload)
+		add(fat.Key("maxPayload"), "%d must be at least 1 byte", f.MaxPayload)
 	}
 	if f.Prefetch != nil && *f.Prefetch < 0 {
-		add(fat.key("prefetch"), "%d must not be negative", *f.Prefetch)
+		add(fat.Key("prefetch"), "%d must not be negative", *f.Prefetch)
 	}
 	if f.MaxAckPending < f.Concurrency {
-		add(fat.key("maxAckPending"), "%d is below concurrency %d", f.MaxAckPending, f.Concurrency)
+		add(fat.Key("maxAckPending"), "%d is below concurrency %d", f.MaxAckPending, f.Concurrency)
 	}
 	if f.Timeout <= 0 {
-		add(fat.key("timeout"), "must be positive (default %s)", DefaultTimeout)
+		add(fat.Key("timeout"), "must be positive (default %s)", DefaultTimeout)
 	}
 	if f.MaxOutage < 0 {
-		add(fat.key("maxOutage"), "must not be negative")
+		add(fat.Key("maxOutage"), "must not be negative")
 	}
 	if _, isTime := f.StartTime(); !isTime && f.Start != StartAll && f.Start != StartNew {
-		add(fat.key("start"), "%q is not all, new or an RFC 3339 time such as 2026-12-01T00:00:00Z", f.Start)
+		add(fat.Key("start"), "%q is not all, new or an RFC 3339 time such as 2026-12-01T00:00:00Z", f.Start)
 	}
 	m.validateRenamedFrom(fat, f, add)
 	m.validateOutputs(fat, f, add)
@@ -216,11 +216,11 @@ func (m *Manifest) validateRenamedFrom(fat place, f *FunctionSpec, add problemFu
 		return
 	}
 	if f.RenamedFrom == f.Name {
-		add(fat.key("renamedFrom"), "is the function's own name")
+		add(fat.Key("renamedFrom"), "is the function's own name")
 		return
 	}
 	if _, ok := m.Function(f.RenamedFrom); ok {
-		add(fat.key("renamedFrom"), "%q is a function of this manifest; a rename leaves only the new name", f.RenamedFrom)
+		add(fat.Key("renamedFrom"), "%q is a function of this manifest; a rename leaves only the new name", f.RenamedFrom)
 	}
 }
 
@@ -228,15 +228,15 @@ func (m *Manifest) validateRenamedFrom(fat place, f *FunctionSpec, add problemFu
 // that no output feeds the function's own input, which would loop.
 func (m *Manifest) validateOutputs(fat place, f *FunctionSpec, add problemFunc) {
 	for i, o := range f.Outputs {
-		oat := fat.key("outputs").index(i, "")
+		oat := fat.Key("outputs").Index(i, "")
 		if err := checkSubject(o.Subject); err != nil {
-			add(oat.key("subject"), "%v", err)
+			add(oat.Key("subject"), "%v", err)
 			continue
 		}
 		stream, ok := m.Stream(o.Stream)
 		switch {
 		case !ok:
-			add(oat.key("stream"), "%q is not declared under streams", o.Stream)
+			add(oat.Key("stream"), "%q is not declared under streams", o.Stream)
 		case !CoveredByAny(o.Subject, stream.Subjects):
 			add(oat, "subject %s is not stored by stream %s (subjects %v); the publish would fail", o.Subject, o.Stream, stream.Subjects)
 		case stream.Retention == "interest" || stream.Retention == "workqueue":
@@ -255,18 +255,18 @@ func (m *Manifest) validateOutputs(fat place, f *FunctionSpec, add problemFunc) 
 func (m *Manifest) validateSubjects(fat place, f *FunctionSpec, add problemFunc) {
 	stream, ok := m.Stream(f.Stream)
 	if !ok {
-		add(fat.key("stream"), "%q is not declared under streams", f.Stream)
+		add(fat.Key("stream"), "%q is not declared under streams", f.Stream)
 	}
 	subjects := f.FilterSubjects()
 	switch {
 	case len(subjects) == 0:
-		add(fat.key("subject"), "a subject (or subjects) is required")
+		add(fat.Key("subject"), "a subject (or subjects) is required")
 	case f.Subject != "" && len(f.Subjects) > 0:
-		add(fat.key("subjects"), "give subject or subjects, not both")
+		add(fat.Key("subjects"), "give subject or subjects, not both")
 	}
-	subjAt := fat.key("subject")
+	subjAt := fat.Key("subject")
 	if f.Subject == "" {
-		subjAt = fat.key("subjects").labelled(fat.key("subject").label)
+		subjAt = fat.Key("subjects").Labelled(fat.Key("subject").Label)
 	}
 	for _, subj := range subjects {
 		if err := checkSubject(subj); err != nil {
@@ -290,7 +290,7 @@ func (m *Manifest) validateInputRetention(f *FunctionSpec, add problemFunc) {
 	if !ok || s.Retention != "interest" && s.Retention != "workqueue" {
 		return
 	}
-	add(m.streamAt(s.Name).key("retention"), "%s: function %s reads it, and a stream that deletes a message once "+
+	add(m.streamAt(s.Name).Key("retention"), "%s: function %s reads it, and a stream that deletes a message once "+
 		"consumed loses what is published while the function's consumer is deleted, pruned or not yet created "+
 		"(the publisher still gets a PubAck); input streams need retention limits (bound them with maxAge, maxMsgs "+
 		"or maxBytes)", s.Retention, f.Name)

@@ -25,15 +25,20 @@ import (
 // ErrUnknownKey is a key no field takes.
 var ErrUnknownKey = errors.New("unknown key")
 
-// Problem is one thing wrong at one key: Label is the key as a person reads
-// it ("functions[0] (summarize-session).ackWait", "retry.max"; empty for
-// the value decoded as a whole), Path the keys and list indexes that lead
-// to it, Line its 1-based line.
+// Problem is one thing wrong at one place, on its 1-based line.
 type Problem struct {
+	Place
+	Line int
+	Err  error
+}
+
+// Place is where a key is: Label is the key as a person reads it
+// ("functions[0] (summarize-session).ackWait", "retry.max"; empty for the
+// value decoded as a whole), Path the keys and list indexes that lead to
+// it in the YAML tree.
+type Place struct {
 	Label string
 	Path  []any
-	Line  int
-	Err   error
 }
 
 // Decode fills out (settable) from node and returns every problem. Fields
@@ -47,7 +52,7 @@ type Problem struct {
 // is decoded by yaml.v3 without a key check.
 func Decode(node *yaml.Node, out reflect.Value) []Problem {
 	var d decoder
-	d.decode(node, out, place{})
+	d.decode(node, out, Place{})
 	return d.problems
 }
 
@@ -55,35 +60,34 @@ type decoder struct {
 	problems []Problem
 }
 
-// place is where a problem is: its label and path.
-type place struct {
-	label string
-	path  []any
-}
-
-func (p place) key(k string) place {
+// Key is the key k inside p.
+func (p Place) Key(k string) Place {
 	label := k
-	if p.label != "" {
-		label = p.label + "." + k
+	if p.Label != "" {
+		label = p.Label + "." + k
 	}
-	return place{label: label, path: append(slices.Clone(p.path), k)}
+	return Place{Label: label, Path: append(slices.Clone(p.Path), k)}
 }
 
-// index is item i of a list, named by its name: key when it has one.
-func (p place) index(i int, name string) place {
-	label := fmt.Sprintf("%s[%d]", p.label, i)
+// Index is item i of the list at p, named by its name: key when it has one.
+func (p Place) Index(i int, name string) Place {
+	label := fmt.Sprintf("%s[%d]", p.Label, i)
 	if name != "" {
 		label += " (" + name + ")"
 	}
-	return place{label: label, path: append(slices.Clone(p.path), i)}
+	return Place{Label: label, Path: append(slices.Clone(p.Path), i)}
 }
 
-func (d *decoder) add(at place, line int, err error) {
-	d.problems = append(d.problems, Problem{Label: at.label, Path: at.path, Line: line, Err: err})
+// Labelled keeps p's path but reads as label, for a problem between
+// entries, such as two streams whose subjects overlap.
+func (p Place) Labelled(label string) Place { return Place{Label: label, Path: p.Path} }
+
+func (d *decoder) add(at Place, line int, err error) {
+	d.problems = append(d.problems, Problem{Place: at, Line: line, Err: err})
 }
 
 // decode walks node into out, whose place is at.
-func (d *decoder) decode(node *yaml.Node, out reflect.Value, at place) {
+func (d *decoder) decode(node *yaml.Node, out reflect.Value, at Place) {
 	if node.Kind == yaml.AliasNode && node.Alias != nil {
 		node = node.Alias
 	}
@@ -113,7 +117,7 @@ func (d *decoder) decode(node *yaml.Node, out reflect.Value, at place) {
 	}
 }
 
-func (d *decoder) decodeStruct(node *yaml.Node, out reflect.Value, at place) {
+func (d *decoder) decodeStruct(node *yaml.Node, out reflect.Value, at Place) {
 	if node.Kind != yaml.MappingNode {
 		d.add(at, node.Line, fmt.Errorf("want keys and values (key: value), not %s", kindOf(node)))
 		return
@@ -122,7 +126,7 @@ func (d *decoder) decodeStruct(node *yaml.Node, out reflect.Value, at place) {
 	seen := map[string]int{}
 	for i := 0; i+1 < len(node.Content); i += 2 {
 		key, val := node.Content[i], node.Content[i+1]
-		kat := at.key(key.Value)
+		kat := at.Key(key.Value)
 		if first, dup := seen[key.Value]; dup {
 			d.add(kat, key.Line, fmt.Errorf("also set at line %d", first))
 			continue
@@ -137,21 +141,21 @@ func (d *decoder) decodeStruct(node *yaml.Node, out reflect.Value, at place) {
 	}
 }
 
-func (d *decoder) decodeSlice(node *yaml.Node, out reflect.Value, at place) {
+func (d *decoder) decodeSlice(node *yaml.Node, out reflect.Value, at Place) {
 	if node.Kind != yaml.SequenceNode {
 		d.add(at, node.Line, fmt.Errorf("want a list, not %s", kindOf(node)))
 		return
 	}
 	items := reflect.MakeSlice(out.Type(), len(node.Content), len(node.Content))
 	for i, item := range node.Content {
-		d.decode(item, items.Index(i), at.index(i, nameOf(item)))
+		d.decode(item, items.Index(i), at.Index(i, nameOf(item)))
 	}
 	out.Set(items)
 }
 
 // decodeMap leaves a map's keys to yaml.v3: they are the author's, not
 // fields with names to check.
-func (d *decoder) decodeMap(node *yaml.Node, out reflect.Value, at place) {
+func (d *decoder) decodeMap(node *yaml.Node, out reflect.Value, at Place) {
 	if node.Kind != yaml.MappingNode {
 		d.add(at, node.Line, fmt.Errorf("want keys and values (key: value), not %s", kindOf(node)))
 		return
@@ -164,7 +168,7 @@ func (d *decoder) decodeMap(node *yaml.Node, out reflect.Value, at place) {
 // decodeScalar decodes one value with yaml.v3, and says what is wrong in a
 // reader's terms: no Go type names, and a unit for a bare number where a
 // duration belongs.
-func (d *decoder) decodeScalar(node *yaml.Node, out reflect.Value, at place) {
+func (d *decoder) decodeScalar(node *yaml.Node, out reflect.Value, at Place) {
 	if node.Kind != yaml.ScalarNode {
 		d.add(at, node.Line, fmt.Errorf("want %s, not %s", describe(out.Type()), kindOf(node)))
 		return
