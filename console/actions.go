@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/jetfn/jetfn/deploy"
+	"github.com/jetfn/jetfn/internal/textfit"
 	"github.com/jetfn/jetfn/ops/dlq"
 )
 
@@ -145,7 +146,7 @@ func confirmReplaySet(ctx context.Context, s *Server, p url.Values) (confirmatio
 			c.Preview = append(c.Preview, fmt.Sprintf("… and %d more", len(letters)-50))
 			break
 		}
-		c.Preview = append(c.Preview, fmt.Sprintf("%d  %s  %s  %s", l.Seq, l.Function, l.OriginalSubject, truncate(l.Error, 80)))
+		c.Preview = append(c.Preview, fmt.Sprintf("%d  %s  %s  %s", l.Seq, l.Function, l.OriginalSubject, textfit.Truncate(l.Error, 80)))
 	}
 	return c, nil
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jetfn/jetfn/internal/textfit"
 	"github.com/jetfn/jetfn/ops/dlq"
 	"github.com/jetfn/jetfn/wire"
 )
@@ -335,7 +336,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	if user == "" {
 		user = "operator"
 	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: s.auth.newSession(truncate(user, 40), time.Now()), Path: "/",
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: s.auth.newSession(textfit.Truncate(user, 40), time.Now()), Path: "/",
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: int(sessionTTL.Seconds())})
 	s.cfg.Log.Info("console sign-in", "user", user, "remote_addr", r.RemoteAddr)
 	http.Redirect(w, r, next, http.StatusSeeOther)

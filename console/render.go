@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/jetfn/jetfn/internal/textfit"
 )
 
 //go:embed assets
@@ -83,8 +85,8 @@ var funcs = template.FuncMap{
 	"ago":       formatAgo,
 	"uptime":    formatUptime,
 	"short":     shortID,
-	"head":      func(id string) string { return truncate(id, 9) },
-	"trunc":     truncate,
+	"head":      func(id string) string { return textfit.Truncate(id, 9) },
+	"trunc":     textfit.Truncate,
 	"spark":     sparkPoints,
 	"sparkMax":  sparkMax,
 	"payload":   payloadText,
@@ -174,14 +176,6 @@ func shortID(id string) string {
 		return id
 	}
 	return "…" + id[len(id)-6:]
-}
-
-func truncate(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
 }
 
 // sparkWidth and sparkHeight are the chart's viewBox.

@@ -45,15 +45,6 @@ func (n RecordingEventName) Rank() int { return slices.Index(recordingLifecycle,
 // Known reports whether n is one of the nine event names.
 func (n RecordingEventName) Known() bool { return n.Rank() >= 0 }
 
-// Subjects of the recording contract.
-const (
-	// RecordingSubjects matches every recording event; the backend publishes
-	// each one to recording.<event>.
-	RecordingSubjects = "recording.*"
-	// RecordingNoticeSubjects matches every participant notice.
-	RecordingNoticeSubjects = "conversation.*.recording"
-)
-
 // Mongo collections written by publish-recording-event.
 const (
 	// RecordingEventsCollection is the timeline: one document per distinct

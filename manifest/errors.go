@@ -5,10 +5,6 @@ import (
 	"fmt"
 )
 
-// ErrUnknownFunction is returned when a manifest names a function that this
-// binary does not contain.
-var ErrUnknownFunction = errors.New("unknown function")
-
 // ErrInvalidManifest wraps every problem found while validating a manifest.
 var ErrInvalidManifest = errors.New("invalid manifest")
 

@@ -9,6 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
+
+	"github.com/jetfn/jetfn/internal/textfit"
 )
 
 // maxErrorWidth keeps the list readable; `show` prints the whole reason.
@@ -24,7 +26,7 @@ func WriteList(w io.Writer, letters []Letter, now time.Time) error {
 	fmt.Fprintln(tw, "SEQ\tFUNCTION\tORIGINAL SUBJECT\tORIGINAL\tDELIVERIES\tAGE\tERROR")
 	for _, l := range letters {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s:%d\t%d\t%s\t%s\n", l.Seq, l.Function, l.OriginalSubject,
-			l.OriginalStream, l.OriginalSeq, l.NumDelivered, now.Sub(l.Stored).Round(time.Second), truncate(l.Error, maxErrorWidth))
+			l.OriginalStream, l.OriginalSeq, l.NumDelivered, now.Sub(l.Stored).Round(time.Second), textfit.Truncate(l.Error, maxErrorWidth))
 	}
 	return tw.Flush()
 }
@@ -83,11 +85,4 @@ func WriteJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
-}
-
-func truncate(s string, n int) string {
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/jetfn/jetfn/internal/textfit"
 )
 
 // maxErrorWidth keeps a long last error from pushing the table off screen;
@@ -83,12 +85,10 @@ func formatUptime(d time.Duration) string {
 	return fmt.Sprintf("%dd%dh", days, (d-days*24*time.Hour)/time.Hour)
 }
 
+// truncate fits s into a column of n runes; an empty cell reads "-".
 func truncate(s string, n int) string {
 	if s == "" {
 		return "-"
 	}
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
+	return textfit.Truncate(s, n)
 }

@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/jetfn/jetfn/internal/textfit"
 )
 
 // notableLogs are the instance log messages the history keeps: what each
@@ -74,14 +76,7 @@ func (l logLine) String() string {
 		out += fmt.Sprintf(" start_seq=%d", *l.StartSeq)
 	}
 	if l.Err != "" {
-		out += " err=" + truncate(l.Err, 240)
+		out += " err=" + textfit.Truncate(l.Err, 240)
 	}
 	return out
-}
-
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
 }
