@@ -2,6 +2,8 @@ package jetfn
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -138,6 +140,45 @@ type Deps struct {
 	// Mongo is the database named by MONGO_DATABASE; nil when the runtime
 	// was started without one.
 	Mongo *mongo.Database
+}
+
+// Need names the dependencies a constructor requires of Deps.
+type Need uint8
+
+// The dependencies Deps.Require can check.
+const (
+	NeedMongo Need = 1 << iota
+	NeedPublisher
+)
+
+// ErrNoMongo and ErrNoPublisher are what Require reports for a dependency
+// the runtime did not give: Mongo when it was started without MONGO_URI
+// and MONGO_DATABASE, the Publisher when a test built Deps without one.
+var (
+	ErrNoMongo     = errors.New("needs Mongo (set MONGO_URI and MONGO_DATABASE)")
+	ErrNoPublisher = errors.New("needs a publisher")
+)
+
+// Require reports every dependency in needs that d lacks, naming function,
+// so each constructor refuses a missing one with the same words.
+func (d Deps) Require(function string, needs Need) error {
+	var errs []error
+	if needs&NeedMongo != 0 && d.Mongo == nil {
+		errs = append(errs, fmt.Errorf("%s %w", function, ErrNoMongo))
+	}
+	if needs&NeedPublisher != 0 && d.Publisher == nil {
+		errs = append(errs, fmt.Errorf("%s %w", function, ErrNoPublisher))
+	}
+	return errors.Join(errs...)
+}
+
+// Log is d.Logger, or a logger that discards when there is none (Deps a
+// unit test built).
+func (d Deps) Log() *slog.Logger {
+	if d.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return d.Logger
 }
 
 // Constructor builds a function's handler from its dependencies. It runs once

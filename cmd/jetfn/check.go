@@ -25,11 +25,7 @@ func cmdCheck(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	cfg, err := loadConfig()
-	if err != nil {
-		return err
-	}
-	file, err := manifestPath(*path, cfg)
+	cfg, file, err := manifestFile(*path)
 	if err != nil {
 		return err
 	}
@@ -49,15 +45,20 @@ func cmdCheck(ctx context.Context, args []string, out, errOut io.Writer) error {
 	return nil
 }
 
-// manifestPath is the --manifest flag's value, or JETFN_MANIFEST.
-func manifestPath(flagValue string, cfg Config) (string, error) {
-	if flagValue != "" {
-		return flagValue, nil
+// manifestFile loads the settings and names the manifest a command reads:
+// the --manifest flag's value, or JETFN_MANIFEST.
+func manifestFile(flagValue string) (Config, string, error) {
+	cfg, err := loadConfig()
+	if err != nil {
+		return Config{}, "", err
 	}
-	if cfg.Manifest != "" {
-		return cfg.Manifest, nil
+	switch {
+	case flagValue != "":
+		return cfg, flagValue, nil
+	case cfg.Manifest != "":
+		return cfg, cfg.Manifest, nil
 	}
-	return "", usageError(errors.New("--manifest (or JETFN_MANIFEST) is required"))
+	return Config{}, "", usageError(errors.New("--manifest (or JETFN_MANIFEST) is required"))
 }
 
 // readManifest reads a manifest and runs every check that needs no server

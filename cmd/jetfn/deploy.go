@@ -25,11 +25,7 @@ func cmdDeploy(ctx context.Context, args []string, out, errOut io.Writer) error 
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	cfg, err := loadConfig()
-	if err != nil {
-		return err
-	}
-	file, err := manifestPath(*path, cfg)
+	cfg, file, err := manifestFile(*path)
 	if err != nil {
 		return err
 	}

@@ -51,11 +51,7 @@ func cmdPermissions(_ context.Context, args []string, out, errOut io.Writer) err
 	if *deployment != "" && !deploymentKey.MatchString(*deployment) {
 		return usageError(fmt.Errorf("--deployment %q: a KV key holds letters, digits and -/_= in dot-separated tokens, no wildcards", *deployment))
 	}
-	cfg, err := loadConfig()
-	if err != nil {
-		return err
-	}
-	file, err := manifestPath(*path, cfg)
+	_, file, err := manifestFile(*path)
 	if err != nil {
 		return err
 	}

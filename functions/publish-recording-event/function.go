@@ -38,16 +38,10 @@ func New(deps jetfn.Deps) (jetfn.Handler, error) {
 	if err := CheckConfig(deps.Config); err != nil {
 		return nil, err
 	}
-	if deps.Mongo == nil {
-		return nil, ErrNoMongo
+	if err := deps.Require("publish-recording-event", jetfn.NeedMongo|jetfn.NeedPublisher); err != nil {
+		return nil, err
 	}
-	if deps.Publisher == nil {
-		return nil, ErrNoPublisher
-	}
-	log := deps.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	log := deps.Log()
 	f := &Function{store: newStore(deps.Mongo), locks: newRecordingLocks(), pub: deps.Publisher, log: log}
 	f.handler = events.RecordingEventPayload.Handler(f.record)
 	return f, nil

@@ -25,8 +25,8 @@ const (
 var _ jetfn.Handler = (*Function)(nil)
 
 func TestNewNeedsMongoAndPublisher(t *testing.T) {
-	if _, err := New(jetfn.Deps{}); !errors.Is(err, ErrNoMongo) {
-		t.Fatalf("New without Mongo: %v, want ErrNoMongo", err)
+	if _, err := New(jetfn.Deps{}); !errors.Is(err, jetfn.ErrNoMongo) {
+		t.Fatalf("New without Mongo: %v, want jetfn.ErrNoMongo", err)
 	}
 }
 

@@ -32,8 +32,8 @@ func TestCheckConfigMatchesNew(t *testing.T) {
 				t.Errorf("CheckConfig error:\n%s\nwant:\n%s", got, tt.want)
 			}
 			_, err = New(jetfn.Deps{Config: block})
-			if tt.want == "" && !errors.Is(err, ErrNoMongo) || tt.want != "" && errText(err) != tt.want {
-				t.Errorf("New error = %v, want %q (or ErrNoMongo for a valid block)", err, tt.want)
+			if tt.want == "" && !errors.Is(err, jetfn.ErrNoMongo) || tt.want != "" && errText(err) != tt.want {
+				t.Errorf("New error = %v, want %q (or jetfn.ErrNoMongo for a valid block)", err, tt.want)
 			}
 		})
 	}

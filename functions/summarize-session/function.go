@@ -43,16 +43,10 @@ func New(deps jetfn.Deps) (jetfn.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	if deps.Mongo == nil {
-		return nil, ErrNoMongo
+	if err := deps.Require("summarize-session", jetfn.NeedMongo|jetfn.NeedPublisher); err != nil {
+		return nil, err
 	}
-	if deps.Publisher == nil {
-		return nil, ErrNoPublisher
-	}
-	log := deps.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	log := deps.Log()
 	f := &Function{cfg: cfg, store: newStore(deps.Mongo), pub: deps.Publisher, log: log, wait: sleep, now: time.Now}
 	f.handler = events.SessionEndedPayload.Handler(f.summarize)
 	return f, nil

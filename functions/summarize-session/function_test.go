@@ -58,8 +58,8 @@ func TestNewConfig(t *testing.T) {
 			}
 		})
 	}
-	if _, err := New(jetfn.Deps{Mongo: db}); !errors.Is(err, ErrNoPublisher) {
-		t.Errorf("New without publisher = %v, want ErrNoPublisher", err)
+	if _, err := New(jetfn.Deps{Mongo: db}); !errors.Is(err, jetfn.ErrNoPublisher) {
+		t.Errorf("New without publisher = %v, want jetfn.ErrNoPublisher", err)
 	}
 }
 
