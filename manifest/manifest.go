@@ -141,7 +141,7 @@ type FunctionSpec struct {
 }
 
 // RemoteSpec names the NATS micro endpoint a remote function's deliveries
-// are sent to, in any language (the wire contract is in the README).
+// are sent to, in any language (the wire contract is in docs/remote.md).
 type RemoteSpec struct {
 	// Subject is the endpoint's subject: a literal subject, no wildcards.
 	Subject string `yaml:"subject"`

@@ -328,7 +328,7 @@ func warnIfOtherManifest(log *slog.Logger, have, want jetstream.ConsumerConfig, 
 		return
 	}
 	if diff := consumerDiff(have, want); diff != "none" {
-		log.Warn("consumer was configured by another manifest; instances on different manifests overwrite each other's consumer config at every start (see README: rolling updates)",
+		log.Warn("consumer was configured by another manifest; instances on different manifests overwrite each other's consumer config at every start (see docs/deploying.md: rolling updates with file manifests)",
 			"consumer", f.Durable, "their_manifest_digest", theirs, "manifest_digest", digest, "changes", diff)
 	}
 }

@@ -1,7 +1,7 @@
 package runtime
 
 // The reply half of the remote contract: what a micro endpoint's reply
-// means for the delivery. The table in the README is the reference.
+// means for the delivery. The table in docs/remote.md is the reference.
 
 import (
 	"encoding/base64"

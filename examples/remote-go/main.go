@@ -2,7 +2,7 @@
 // service that handles greet.requested for the manifest's remote-greet
 // function. It uses nats.go's micro package and the MongoDB driver, and
 // nothing of jetfn: a remote in any language speaks the same contract
-// (README: Remote functions).
+// (docs/remote.md).
 //
 //	NATS_URL=nats://127.0.0.1:4222 MONGO_URI=mongodb://127.0.0.1:27017/ go run ./examples/remote-go
 package main

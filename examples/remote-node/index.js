@@ -1,5 +1,5 @@
 // A jetfn remote function in Node: a NATS micro service that jetfn calls once
-// per JetStream delivery (README: "Remote functions"). It is the Go example's
+// per JetStream delivery (docs/remote.md). It is the Go example's
 // greeter in Node, for the same manifest (examples/remote-go/manifest.yaml).
 //
 // It stores one greeting per input in MongoDB and replies with one output,

@@ -254,26 +254,28 @@ func checkDeadLetter(t *testing.T, js jetstream.JetStream, bad input, reason str
 	}
 }
 
-// TestReadmeQuotesTheExample keeps the README's Node blocks (its "Remote
-// functions" section) verbatim parts of index.js, so the code a team reads
-// there is the code this directory's test runs.
-func TestReadmeQuotesTheExample(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+// TestDocsQuoteTheExample keeps the Node blocks of the README and of
+// docs/remote.md verbatim parts of index.js, so the code a team reads there
+// is the code this directory's test runs.
+func TestDocsQuoteTheExample(t *testing.T) {
 	source, err := os.ReadFile("index.js")
 	if err != nil {
 		t.Fatal(err)
 	}
-	blocks := strings.Split(string(readme), "```js\n")[1:]
-	if len(blocks) == 0 {
-		t.Fatal("the README has no ```js block")
-	}
-	for _, b := range blocks {
-		block, _, _ := strings.Cut(b, "```")
-		if !strings.Contains(string(source), block) {
-			t.Errorf("this README block is not in index.js word for word:\n%s", block)
+	for _, doc := range []string{"../../README.md", "../../docs/remote.md"} {
+		text, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks := strings.Split(string(text), "```js\n")[1:]
+		if len(blocks) == 0 {
+			t.Errorf("%s has no ```js block", doc)
+		}
+		for _, b := range blocks {
+			block, _, _ := strings.Cut(b, "```")
+			if !strings.Contains(string(source), block) {
+				t.Errorf("this block of %s is not in index.js word for word:\n%s", doc, block)
+			}
 		}
 	}
 }
