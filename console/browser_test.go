@@ -99,7 +99,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Errorf("runs lack the flaky message's retry:\n%s", got)
 	}
 	shot(t, ctx, shots, "console-runs.png")
-	step("opening the newest run", chromedp.Click(chromedp.CSS("table.runs tbody tr:first-child a.rowlink")),
+	// Opened by its message ID: with three workers, the last flow message
+	// may finish after it and head the list.
+	step("opening the newest run", chromedp.Click(chromedp.Search(`//table[contains(@class,"runs")]/tbody/tr[.//code[@title="greet-last"]]//a[contains(@class,"rowlink")]`)),
 		chromedp.WaitVisible(chromedp.CSS("pre.payload")))
 	if p, o := text("pre.payload"), text("#outputs-h + table"); !strings.Contains(p, "hello, last one") || !strings.Contains(o, "test.out") {
 		t.Errorf("run page payload %q, outputs %q; want the newest greeting and its test.out output", p, o)

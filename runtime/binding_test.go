@@ -188,8 +188,9 @@ func TestPanicIsRetried(t *testing.T) {
 	}}
 	r := env.start(testManifest(t, "    backoff: [50ms]\n"), rec)
 	env.publish("test.in", `{}`)
+	// The server may see the ack before the worker counts it: wait for both.
 	runtimetest.Eventually(t, 10*time.Second, "ack after panic", func() bool {
-		return rec.count() == 2 && env.settled("TEST", "fn", 1)
+		return rec.count() == 2 && env.settled("TEST", "fn", 1) && r.rt.statsOf(t, "fn").Acked == 1
 	})
 	s := r.rt.statsOf(t, "fn")
 	if s.Retried != 1 || s.Acked != 1 || !strings.Contains(s.LastError, "panicked") {

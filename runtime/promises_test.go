@@ -82,7 +82,10 @@ func TestDuplicateOutputsCounted(t *testing.T) {
 	r := env.startOutputFunction("")
 	env.publish("test.in", "same")
 	env.publish("test.in", "same")
-	runtimetest.Eventually(t, 10*time.Second, "two acks", func() bool { return env.settled("TEST", "fn", 2) })
+	// The server may see an ack before the worker counts it: wait for both.
+	runtimetest.Eventually(t, 10*time.Second, "two acks", func() bool {
+		return env.settled("TEST", "fn", 2) && r.rt.statsOf(t, "fn").Acked == 2
+	})
 	if s := r.rt.statsOf(t, "fn"); s.DuplicateOutputs != 1 || s.Acked != 2 {
 		t.Fatalf("duplicate_outputs = %d, acked = %d; want 1, 2", s.DuplicateOutputs, s.Acked)
 	}
