@@ -1,6 +1,7 @@
 package jetfn
 
 import (
+	"net/netip"
 	"reflect"
 	"testing"
 	"time"
@@ -98,6 +99,29 @@ func TestConfigDecode(t *testing.T) {
 				t.Errorf("Decode = %+v, want %+v", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestConfigDecodeLeavesTextTypesToYAML: types that read themselves from
+// text, interfaces and arrays decode as yaml.v3 decodes them, as they did
+// before config blocks shared the manifest's decoder.
+func TestConfigDecodeLeavesTextTypesToYAML(t *testing.T) {
+	block, err := ConfigFromYAML("at: 2026-12-04T05:00:00Z\naddr: 10.0.0.1\nextra: {a: [1, 2]}\npair: [3, 4]")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		At    time.Time  `yaml:"at"`
+		Addr  netip.Addr `yaml:"addr"`
+		Extra any        `yaml:"extra"`
+		Pair  [2]int     `yaml:"pair"`
+	}
+	if err := block.Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	if !got.At.Equal(time.Date(2026, 12, 4, 5, 0, 0, 0, time.UTC)) || got.Addr.String() != "10.0.0.1" || got.Pair != [2]int{3, 4} ||
+		!reflect.DeepEqual(got.Extra, map[string]any{"a": []any{1, 2}}) {
+		t.Errorf("Decode = %+v", got)
 	}
 }
 

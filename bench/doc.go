@@ -15,5 +15,5 @@
 //
 // Results come back as a Report: one row per case with medians and the
 // jetfn/baseline ratios, printable as a text table or a Markdown table, and
-// drawable as a PNG chart with the standard library alone.
+// drawable as a PNG chart (gonum.org/v1/plot).
 package bench

@@ -63,8 +63,17 @@ func (b *binding) closeHandler() {
 	b.closeOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), handlerCloseTimeout)
 		defer cancel()
-		if err := c.Close(ctx); err != nil {
-			b.log.Warn("closing the handler", "err", err)
+		// A Close that ignores its context must not hold a drain, an
+		// Apply or the shutdown: it is left running past the timeout.
+		done := make(chan error, 1)
+		go func() { done <- c.Close(ctx) }()
+		select {
+		case err := <-done:
+			if err != nil {
+				b.log.Warn("closing the handler", "err", err)
+			}
+		case <-ctx.Done():
+			b.log.Error("the handler's Close ignored its context; left it running", "timeout", handlerCloseTimeout)
 		}
 	})
 }

@@ -34,9 +34,10 @@ func TestRecreatedStreamKeepsIdentitiesApart(t *testing.T) {
 	if err := env.js.DeleteStream(ctx, "TEST"); err != nil {
 		t.Fatal(err)
 	}
-	// The runtime notices at its next pull and recreates the stream; the
-	// publish retries until then.
-	runtimetest.Eventually(t, 20*time.Second, "the stream recreated and the second message stored", func() bool {
+	// The runtime notices at its next pull, or at the latest at its
+	// consumer watch's look (consumerCheckEvery, 30 s), and recreates the
+	// stream; the publish retries until then.
+	runtimetest.Eventually(t, consumerCheckEvery+15*time.Second, "the stream recreated and the second message stored", func() bool {
 		_, err := env.js.Publish(ctx, "test.in", []byte("second"))
 		return err == nil
 	})

@@ -243,7 +243,7 @@ func (b *binding) addRunsEndpoint(svc micro.Service, maxPayload int64) error {
 	err := svc.AddEndpoint(runsEndpoint, micro.HandlerFunc(func(req micro.Request) {
 		var q wire.RunsRequest
 		if len(req.Data()) > 0 && json.Unmarshal(req.Data(), &q) != nil {
-			_ = req.Error("400", "the body is not a wire.RunsRequest", nil)
+			_ = req.Error("400", "the body is not a RunsRequest", nil)
 			return
 		}
 		if err := req.Respond(b.runsReply(q, instance, maxPayload)); err != nil {

@@ -51,7 +51,7 @@ func plainName(name string) bool {
 	return name != ""
 }
 
-// problemAt is one problem before it is worded into a Error.
+// problemAt is one problem before it is worded into a problem list.
 type problemAt struct {
 	path, what string
 }

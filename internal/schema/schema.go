@@ -2,7 +2,7 @@
 // Schema, checks that it agrees with a Go type, reads a payload's text
 // strictly, and words every way a payload breaks the schema in the
 // payload's own terms ("segments[2].text: missing"). The contract package
-// reaches it through Compile, Check, Unmarshal and Marshal alone, so a
+// reaches it through Compile, Check, Unmarshal, Marshal and ValidatorProblems alone, so a
 // function author opening the module root meets the contract, not this.
 package schema
 

@@ -11,6 +11,7 @@
 package yamldecode
 
 import (
+	"encoding"
 	"errors"
 	"fmt"
 	"reflect"
@@ -100,6 +101,12 @@ func (d *decoder) decode(node *yaml.Node, out reflect.Value, at Place) {
 		}
 		return
 	}
+	if decodesAsYAMLDoes(out) {
+		if err := node.Decode(out.Addr().Interface()); err != nil {
+			d.add(at, node.Line, fmt.Errorf("%s: %w", Quote(node.Value), err))
+		}
+		return
+	}
 	switch out.Kind() {
 	case reflect.Pointer:
 		if out.IsNil() {
@@ -115,6 +122,16 @@ func (d *decoder) decode(node *yaml.Node, out reflect.Value, at Place) {
 	default:
 		d.decodeScalar(node, out, at)
 	}
+}
+
+var textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+
+// decodesAsYAMLDoes reports whether out is left to yaml.v3 whole: a type
+// that reads itself from text (time.Time, netip.Addr), an interface
+// (any takes whatever the YAML holds) or a fixed-size array.
+func decodesAsYAMLDoes(out reflect.Value) bool {
+	k := out.Kind()
+	return k == reflect.Interface || k == reflect.Array || out.Addr().Type().Implements(textUnmarshaler)
 }
 
 func (d *decoder) decodeStruct(node *yaml.Node, out reflect.Value, at Place) {
