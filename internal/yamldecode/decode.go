@@ -103,7 +103,7 @@ func (d *decoder) decode(node *yaml.Node, out reflect.Value, at Place) {
 	}
 	if decodesAsYAMLDoes(out) {
 		if err := node.Decode(out.Addr().Interface()); err != nil {
-			d.add(at, node.Line, fmt.Errorf("%s: %w", Quote(node.Value), err))
+			d.add(at, node.Line, fmt.Errorf("%s: %w", quote(node.Value), err))
 		}
 		return
 	}
@@ -200,7 +200,7 @@ func (d *decoder) decodeScalar(node *yaml.Node, out reflect.Value, at Place) {
 		return
 	}
 	if err := node.Decode(out.Addr().Interface()); err != nil {
-		d.add(at, node.Line, fmt.Errorf("%s is not %s", Quote(node.Value), describe(out.Type())))
+		d.add(at, node.Line, fmt.Errorf("%s is not %s", quote(node.Value), describe(out.Type())))
 	}
 }
 
@@ -214,7 +214,7 @@ func parseDuration(node *yaml.Node) (time.Duration, error) {
 	}
 	dur, err := time.ParseDuration(node.Value)
 	if err != nil {
-		return 0, fmt.Errorf("%s is not a duration such as 500ms, 6s, 2m or 24h", Quote(node.Value))
+		return 0, fmt.Errorf("%s is not a duration such as 500ms, 6s, 2m or 24h", quote(node.Value))
 	}
 	return dur, nil
 }
@@ -231,7 +231,7 @@ func kindOf(node *yaml.Node) string {
 	case yaml.SequenceNode:
 		return "a list"
 	default:
-		return "the single value " + Quote(node.Value)
+		return "the single value " + quote(node.Value)
 	}
 }
 
@@ -259,8 +259,8 @@ func describe(t reflect.Type) string {
 	}
 }
 
-// Quote quotes a value only where it would not read as one word.
-func Quote(s string) string {
+// quote quotes a value only where it would not read as one word.
+func quote(s string) string {
 	if s == "" || strings.ContainsAny(s, " :#\t") {
 		return strconv.Quote(s)
 	}
