@@ -66,20 +66,9 @@ func (r *runner) measureDrain(ctx context.Context, spec childSpec, size int) (sa
 		return sample{}, err
 	}
 	defer unwatch()
-	ch, err := spawn(ctx, spec)
-	if err != nil {
-		return sample{}, err
-	}
-	res, err := timeDrain(ctx, js, wl, uint64(n), first, unwatch)
-	if err != nil {
-		ch.kill()
-		return sample{}, err
-	}
-	rep, err := ch.stop()
-	if err != nil {
-		return sample{}, err
-	}
-	return newSample(res, rep, n), nil
+	return measureSpawned(ctx, spec, n, func() (loadResult, error) {
+		return timeDrain(ctx, js, wl, uint64(n), first, unwatch)
+	})
 }
 
 // publishBacklog creates wl's input stream and stores n messages in it,
@@ -88,19 +77,13 @@ func publishBacklog(ctx context.Context, js jetstream.JetStream, wl workload, n 
 	if _, err := js.CreateStream(ctx, streamConfig(wl.stream, wl.streams[wl.stream])); err != nil {
 		return fmt.Errorf("creating stream %s: %w", wl.stream, err)
 	}
-	futures := make(chan jetstream.PubAckFuture, n)
-	checked := make(chan error, 1)
-	go func() { checked <- checkSequences(ctx, futures) }()
-	for i := range n {
+	return publishInOrder(ctx, n, func(i int) (jetstream.PubAckFuture, error) {
 		f, err := js.PublishAsync(wl.subject, body, jetstream.WithStallWait(5*time.Second))
 		if err != nil {
-			close(futures)
-			return fmt.Errorf("publishing backlog message %d: %w", i, err)
+			return nil, fmt.Errorf("publishing backlog message %d: %w", i, err)
 		}
-		futures <- f
-	}
-	close(futures)
-	return <-checked
+		return f, nil
+	})
 }
 
 // watchFirstAck reports on first the time the parent sees wl's consumer's

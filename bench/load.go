@@ -196,26 +196,14 @@ func ackedSequence(subject string, wl workload) (seq, delivered uint64, ok bool)
 // publishAll publishes as the window allows and checks that the stream
 // numbered the messages in publish order, which the latency lookup needs.
 func publishAll(ctx context.Context, js jetstream.JetStream, l load, o *ackObserver) error {
-	futures := make(chan jetstream.PubAckFuture, l.n)
-	checked := make(chan error, 1)
-	go func() { checked <- checkSequences(ctx, futures) }()
-	for i := range l.n {
+	return publishInOrder(ctx, l.n, func(i int) (jetstream.PubAckFuture, error) {
 		select {
 		case <-o.credits:
 		case <-ctx.Done():
-			close(futures)
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
-		o.pubAt[i].Store(time.Since(o.start).Nanoseconds())
-		f, err := js.PublishAsync(l.wl.subject, l.payload(i))
-		if err != nil {
-			close(futures)
-			return fmt.Errorf("publishing message %d: %w", i, err)
-		}
-		futures <- f
-	}
-	close(futures)
-	return <-checked
+		return l.publishStamped(js, o, i)
+	})
 }
 
 // publishAtRate publishes message i at start + i/rate, never waiting for
@@ -224,22 +212,38 @@ func publishAll(ctx context.Context, js jetstream.JetStream, l load, o *ackObser
 // in the closed loop; if the publisher falls behind the schedule it sends
 // the late messages at once.
 func publishAtRate(ctx context.Context, js jetstream.JetStream, l load, o *ackObserver) error {
-	futures := make(chan jetstream.PubAckFuture, l.n)
-	checked := make(chan error, 1)
-	go func() { checked <- checkSequences(ctx, futures) }()
 	interval := time.Duration(float64(time.Second) / l.rate)
-	for i := range l.n {
+	return publishInOrder(ctx, l.n, func(i int) (jetstream.PubAckFuture, error) {
 		if wait := time.Duration(i)*interval - time.Since(o.start); wait > 0 {
 			if err := sleep(ctx, wait); err != nil {
-				close(futures)
-				return err
+				return nil, err
 			}
 		}
-		o.pubAt[i].Store(time.Since(o.start).Nanoseconds())
-		f, err := js.PublishAsync(l.wl.subject, l.payload(i))
+		return l.publishStamped(js, o, i)
+	})
+}
+
+// publishStamped publishes message i, stamping its publish time first.
+func (l load) publishStamped(js jetstream.JetStream, o *ackObserver, i int) (jetstream.PubAckFuture, error) {
+	o.pubAt[i].Store(time.Since(o.start).Nanoseconds())
+	f, err := js.PublishAsync(l.wl.subject, l.payload(i))
+	if err != nil {
+		return nil, fmt.Errorf("publishing message %d: %w", i, err)
+	}
+	return f, nil
+}
+
+// publishInOrder publishes n messages, each with publish(i), and checks
+// that the stream stored them as sequences 1..n in that order.
+func publishInOrder(ctx context.Context, n int, publish func(i int) (jetstream.PubAckFuture, error)) error {
+	futures := make(chan jetstream.PubAckFuture, n)
+	checked := make(chan error, 1)
+	go func() { checked <- checkSequences(ctx, futures) }()
+	for i := range n {
+		f, err := publish(i)
 		if err != nil {
 			close(futures)
-			return fmt.Errorf("publishing message %d: %w", i, err)
+			return err
 		}
 		futures <- f
 	}

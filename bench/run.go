@@ -279,11 +279,17 @@ func (r *runner) runRep(ctx context.Context, c caseKey, variant string, side, re
 }
 
 func (r *runner) measureChild(ctx context.Context, spec childSpec, l load) (sample, error) {
+	return measureSpawned(ctx, spec, l.n, func() (loadResult, error) { return runLoad(ctx, spec.NATSURL, l) })
+}
+
+// measureSpawned runs a child with spec, drives it with drive and makes a
+// sample of the n messages from what drive saw and the child reported.
+func measureSpawned(ctx context.Context, spec childSpec, n int, drive func() (loadResult, error)) (sample, error) {
 	ch, err := spawn(ctx, spec)
 	if err != nil {
 		return sample{}, err
 	}
-	res, err := runLoad(ctx, spec.NATSURL, l)
+	res, err := drive()
 	if err != nil {
 		ch.kill()
 		return sample{}, err
@@ -292,7 +298,7 @@ func (r *runner) measureChild(ctx context.Context, spec childSpec, l load) (samp
 	if err != nil {
 		return sample{}, err
 	}
-	return newSample(res, rep, l.n), nil
+	return newSample(res, rep, n), nil
 }
 
 // load is the case's traffic. Sessions run with a window of exactly their

@@ -284,12 +284,8 @@ func withHint(err error) error {
 }
 
 func (m *Manifest) applyDefaults() {
-	if m.DeadLetter.Stream == "" {
-		m.DeadLetter.Stream = DefaultDeadLetter
-	}
-	if m.DeadLetter.SubjectPrefix == "" {
-		m.DeadLetter.SubjectPrefix = DefaultDeadPrefix
-	}
+	orDefault(&m.DeadLetter.Stream, DefaultDeadLetter)
+	orDefault(&m.DeadLetter.SubjectPrefix, DefaultDeadPrefix)
 	for i := range m.Streams {
 		m.Streams[i].applyDefaults()
 	}
@@ -299,47 +295,29 @@ func (m *Manifest) applyDefaults() {
 }
 
 func (s *StreamSpec) applyDefaults() {
-	if s.Duplicates == 0 {
-		s.Duplicates = DefaultDuplicates
-	}
-	if s.Storage == "" {
-		s.Storage = "file"
-	}
-	if s.Replicas == 0 {
-		s.Replicas = 1
-	}
+	orDefault(&s.Duplicates, DefaultDuplicates)
+	orDefault(&s.Storage, "file")
+	orDefault(&s.Replicas, 1)
 }
 
 func (f *FunctionSpec) applyDefaults() {
-	if f.Durable == "" {
-		f.Durable = f.Name
-	}
-	if f.Start == "" {
-		f.Start = StartAll
-	}
-	if f.AckWait == 0 {
-		f.AckWait = DefaultAckWait
-	}
-	if f.MaxDeliver == 0 {
-		f.MaxDeliver = DefaultMaxDeliver
-	}
-	if f.Heartbeat == 0 {
-		f.Heartbeat = f.AckWait / 3
-	}
-	if f.Concurrency == 0 {
-		f.Concurrency = 1
-	}
-	if f.MaxPayload == 0 {
-		f.MaxPayload = DefaultMaxPayload
-	}
-	if f.MaxOutage == 0 {
-		f.MaxOutage = DefaultMaxOutage
-	}
-	if f.Timeout == 0 {
-		f.Timeout = DefaultTimeout
-	}
-	if f.MaxAckPending == 0 {
-		f.MaxAckPending = max(DefaultMaxAckPending, f.Concurrency)
+	orDefault(&f.Durable, f.Name)
+	orDefault(&f.Start, StartAll)
+	orDefault(&f.AckWait, DefaultAckWait)
+	orDefault(&f.MaxDeliver, DefaultMaxDeliver)
+	orDefault(&f.Heartbeat, f.AckWait/3)
+	orDefault(&f.Concurrency, 1)
+	orDefault(&f.MaxPayload, DefaultMaxPayload)
+	orDefault(&f.MaxOutage, DefaultMaxOutage)
+	orDefault(&f.Timeout, DefaultTimeout)
+	orDefault(&f.MaxAckPending, max(DefaultMaxAckPending, f.Concurrency))
+}
+
+// orDefault sets a key the manifest left out (its zero value) to def.
+func orDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
 	}
 }
 

@@ -33,34 +33,31 @@ func PlanChange(old, next *Manifest) Plan {
 		old = &Manifest{}
 	}
 	var p Plan
-	for _, f := range next.Functions {
-		prev, ok := old.Function(f.Name)
-		switch {
-		case !ok:
-			p.Added = append(p.Added, f.Name)
-		default:
-			if fields := fieldDiff(prev, f); len(fields) > 0 {
-				p.Changed = append(p.Changed, Change{Name: f.Name, Fields: fields})
-			}
-		}
-	}
+	p.Added, p.Changed = diffNamed(next.Functions, old.Function, func(f FunctionSpec) string { return f.Name })
 	for _, f := range old.Functions {
 		if _, ok := next.Function(f.Name); !ok {
 			p.Removed = append(p.Removed, f.Name)
 		}
 	}
-	for _, s := range next.Streams {
-		prev, ok := old.Stream(s.Name)
-		switch {
-		case !ok:
-			p.StreamsCreated = append(p.StreamsCreated, s.Name)
-		default:
-			if fields := fieldDiff(prev, s); len(fields) > 0 {
-				p.StreamsUpdated = append(p.StreamsUpdated, Change{Name: s.Name, Fields: fields})
-			}
+	p.StreamsCreated, p.StreamsUpdated = diffNamed(next.Streams, old.Stream, func(s StreamSpec) string { return s.Name })
+	return p
+}
+
+// diffNamed compares each of next with the entry of the same name that
+// prev finds: those it does not find are added, the others changed where
+// their keys differ.
+func diffNamed[T any](next []T, prev func(name string) (T, bool), name func(T) string) (added []string, changed []Change) {
+	for _, e := range next {
+		old, ok := prev(name(e))
+		if !ok {
+			added = append(added, name(e))
+			continue
+		}
+		if fields := fieldDiff(old, e); len(fields) > 0 {
+			changed = append(changed, Change{Name: name(e), Fields: fields})
 		}
 	}
-	return p
+	return added, changed
 }
 
 // Empty reports whether the plan changes nothing.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -33,29 +32,13 @@ const attemptsTTL = 24 * time.Hour
 
 // attemptStore records handler runs of redelivered messages. A nil kv
 // counts deliveries instead.
-type attemptStore struct {
-	kv  jetstream.KeyValue
-	log *slog.Logger
-
-	mu      sync.Mutex
-	failing bool // the last record failed: logged once until one succeeds
-}
+type attemptStore struct{ bookkeeping }
 
 // openAttempts opens the bucket, creating it with create.
 func openAttempts(ctx context.Context, js jetstream.JetStream, m *manifest.Manifest, create bool, log *slog.Logger) *attemptStore {
-	a := &attemptStore{log: log}
-	kv, err := js.KeyValue(ctx, manifest.AttemptsBucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) && create {
-		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: manifest.AttemptsBucket, History: 1,
-			TTL: attemptsTTL, Replicas: maxReplicas(m), Description: "jetfn: handler runs started on redelivered messages"})
-	}
-	if err != nil {
-		log.Warn("handler runs are not recorded: maxDeliver counts deliveries, those that died before their handler started too",
-			"bucket", manifest.AttemptsBucket, "err", err)
-		return a
-	}
-	a.kv = kv
-	return a
+	return &attemptStore{bookkeeping{log: log, kv: openBookkeeping(ctx, js, m, jetstream.KeyValueConfig{Bucket: manifest.AttemptsBucket, TTL: attemptsTTL,
+		Description: "jetfn: handler runs started on redelivered messages"}, create, log,
+		"handler runs are not recorded: maxDeliver counts deliveries, those that died before their handler started too")}}
 }
 
 // attemptKey names one message of one function's stream.
@@ -143,10 +126,5 @@ func (a *attemptStore) forget(ctx context.Context, function string, msg jetfn.Ms
 }
 
 func (a *attemptStore) failed(err error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if err != nil && !a.failing {
-		a.log.Warn("recording a handler run; maxDeliver counts deliveries until it works again", "err", err)
-	}
-	a.failing = err != nil
+	a.wrote(err, "recording a handler run; maxDeliver counts deliveries until it works again")
 }

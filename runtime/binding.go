@@ -157,7 +157,14 @@ func (b *binding) followServerAckWait(w time.Duration) {
 // everyOrKicked calls do every interval, and at once whenever kick
 // receives, until ctx is done.
 func everyOrKicked(ctx context.Context, every time.Duration, kick <-chan struct{}, do func(context.Context)) {
-	t := time.NewTicker(every)
+	repeat(ctx, func() time.Duration { return every }, kick, do)
+}
+
+// repeat calls do, until ctx is done, each time interval() after the last
+// call ended (interval is asked again every time), or at once when kick
+// receives.
+func repeat(ctx context.Context, interval func() time.Duration, kick <-chan struct{}, do func(context.Context)) {
+	t := time.NewTimer(interval())
 	defer t.Stop()
 	for {
 		select {
@@ -167,6 +174,7 @@ func everyOrKicked(ctx context.Context, every time.Duration, kick <-chan struct{
 		case <-kick:
 		}
 		do(ctx)
+		t.Reset(interval())
 	}
 }
 

@@ -19,26 +19,16 @@ import (
 // running handler past the function's timeout. One ticker per function,
 // not a timer per message, keeps short handlers free of cost.
 func (b *binding) keepAlive(ctx context.Context, w *workers) {
-	tick := b.keepTick()
 	beat := inProgress(b.js.Conn())
-	t := time.NewTimer(tick)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			w.handoff.release() // the messages behind a waiting give must be seen
-			res := b.unsettled.keep(b.currentHeartbeat()-tick, b.bufferBeats, w.reserve, beat)
-			b.stats.heartbeats.Add(uint64(res.running))
-			b.stats.bufferBeats.Add(uint64(res.buffered))
-			for _, d := range res.overdue {
-				w.abandon(d)
-			}
-			tick = b.keepTick()
-			t.Reset(tick)
+	repeat(ctx, b.keepTick, nil, func(context.Context) {
+		w.handoff.release() // the messages behind a waiting give must be seen
+		res := b.unsettled.keep(b.currentHeartbeat()-b.keepTick(), b.bufferBeats, w.reserve, beat)
+		b.stats.heartbeats.Add(uint64(res.running))
+		b.stats.bufferBeats.Add(uint64(res.buffered))
+		for _, d := range res.overdue {
+			w.abandon(d)
 		}
-	}
+	})
 }
 
 // keepTick is a quarter of the heartbeat (or of the timeout, if shorter),

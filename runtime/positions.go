@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -48,38 +47,13 @@ func functionKey(stream, function string) string { return "function." + stream +
 // positionStore records and looks up positions. A nil kv (no bucket, and
 // no right to create one) makes it do nothing: consumers then start as
 // the manifest says.
-type positionStore struct {
-	kv  jetstream.KeyValue
-	log *slog.Logger
+type positionStore struct{ bookkeeping }
 
-	mu      sync.Mutex
-	failing bool // the last record failed: logged once until one succeeds
-}
-
-// openPositions opens the bucket, creating it (with create) on first use
-// with the manifest's highest stream replication.
+// openPositions opens the bucket, creating it (with create) on first use.
 func openPositions(ctx context.Context, js jetstream.JetStream, m *manifest.Manifest, create bool, log *slog.Logger) *positionStore {
-	p := &positionStore{log: log}
-	kv, err := js.KeyValue(ctx, manifest.PositionsBucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) && create {
-		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: manifest.PositionsBucket, History: 1,
-			Replicas: maxReplicas(m), Description: "jetfn: each durable consumer's last recorded ack floor"})
-	}
-	if err != nil {
-		log.Warn("consumer positions are not recorded: a consumer lost while jetfn is down starts as the manifest's start says",
-			"bucket", manifest.PositionsBucket, "err", err)
-		return p
-	}
-	p.kv = kv
-	return p
-}
-
-func maxReplicas(m *manifest.Manifest) int {
-	n := 1
-	for _, s := range m.Streams {
-		n = max(n, s.Replicas)
-	}
-	return n
+	return &positionStore{bookkeeping{log: log, kv: openBookkeeping(ctx, js, m, jetstream.KeyValueConfig{Bucket: manifest.PositionsBucket,
+		Description: "jetfn: each durable consumer's last recorded ack floor"}, create, log,
+		"consumer positions are not recorded: a consumer lost while jetfn is down starts as the manifest's start says")}}
 }
 
 // record stores pos under its consumer key and, asFunction, under its
@@ -98,12 +72,7 @@ func (p *positionStore) record(ctx context.Context, pos position, asFunction boo
 	if err == nil && asFunction {
 		_, err = p.kv.Put(ctx, functionKey(pos.Stream, pos.Function), raw)
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if err != nil && !p.failing {
-		p.log.Warn("recording a consumer position", "consumer", pos.Durable, "err", err)
-	}
-	p.failing = err != nil
+	p.wrote(err, "recording a consumer position", "consumer", pos.Durable)
 }
 
 // lookup is the recorded position of durable on stream, else the latest
