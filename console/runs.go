@@ -4,12 +4,12 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/jetfn/jetfn/internal/discovery"
 	"github.com/jetfn/jetfn/manifest"
 	"github.com/jetfn/jetfn/wire"
 )
@@ -57,31 +57,16 @@ func gatherRuns(ctx context.Context, nc *nats.Conn, function string, expected in
 	if err != nil {
 		return nil, err
 	}
-	replies := make(chan *nats.Msg, 64)
-	inbox := nc.NewRespInbox()
-	sub, err := nc.ChanSubscribe(inbox, replies)
-	if err != nil {
-		return nil, fmt.Errorf("subscribing to replies: %w", err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := nc.PublishRequest(manifest.RunsSubject(function), inbox, body); err != nil {
-		return nil, fmt.Errorf("requesting the runs of %s: %w", function, err)
-	}
-	timer := time.NewTimer(runsWindow)
-	defer timer.Stop()
 	var out []wire.RunsReply
-	for expected <= 0 || len(out) < expected {
-		select {
-		case m := <-replies:
-			var r wire.RunsReply
-			if json.Unmarshal(m.Data, &r) == nil && r.Instance != "" {
-				out = append(out, r)
-			}
-		case <-timer.C:
-			return out, nil
-		case <-ctx.Done():
-			return nil, ctx.Err()
+	err = discovery.GatherEach(ctx, nc, manifest.RunsSubject(function), body, runsWindow, func(data []byte) bool {
+		var r wire.RunsReply
+		if json.Unmarshal(data, &r) == nil && r.Instance != "" {
+			out = append(out, r)
 		}
+		return expected > 0 && len(out) >= expected
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

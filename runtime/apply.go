@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -271,12 +272,7 @@ func (r *Runtime) find(name string) *active {
 }
 
 func (r *Runtime) knownNames() []string {
-	names := make([]string, 0, len(r.functions))
-	for n := range r.functions {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
+	return slices.Sorted(maps.Keys(r.functions))
 }
 
 // pruneConsumer deletes a removed function's durable consumer. A failure is

@@ -3,6 +3,7 @@ package runtime
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -211,12 +212,7 @@ func (p *backfillPlan) first() uint64 {
 
 // subjects are the added subjects the backfill reads, sorted.
 func (p *backfillPlan) subjects() []string {
-	out := make([]string, 0, len(p.from))
-	for s := range p.from {
-		out = append(out, s)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(p.from))
 }
 
 // backfillName is the durable of the backfill consumer that follows prev

@@ -100,6 +100,14 @@ type options struct {
 // Option configures a Runtime.
 type Option func(*options) error
 
+// setting is an Option that cannot be wrong.
+func setting(set func(*options)) Option {
+	return func(o *options) error {
+		set(o)
+		return nil
+	}
+}
+
 // WithLogger sets the logger; the default discards everything.
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) error {
@@ -113,10 +121,7 @@ func WithLogger(l *slog.Logger) Option {
 
 // WithMongo gives functions a database through Deps.Mongo.
 func WithMongo(db *mongo.Database) Option {
-	return func(o *options) error {
-		o.mongo = db
-		return nil
-	}
+	return setting(func(o *options) { o.mongo = db })
 }
 
 // WithDrainTimeout sets how long a shutdown waits for in-flight handlers.
@@ -133,39 +138,27 @@ func WithDrainTimeout(d time.Duration) Option {
 // AllowShortWindow turns the duplicate-window check (ErrShortWindow) from
 // an error into a logged warning, for deployers who accept the risk.
 func AllowShortWindow() Option {
-	return func(o *options) error {
-		o.allowShortWindow = true
-		return nil
-	}
+	return setting(func(o *options) { o.allowShortWindow = true })
 }
 
 // WithoutProvisioning makes Run only look up the manifest's streams and
 // consumers, never create or update them, so the instance can run with the
 // narrower permissions of `jetfn permissions` (without --provision).
 func WithoutProvisioning() Option {
-	return func(o *options) error {
-		o.noProvision = true
-		return nil
-	}
+	return setting(func(o *options) { o.noProvision = true })
 }
 
 // WithPrune makes Apply delete the durable consumer of a function a new
 // manifest removes, after draining it. Without it the consumer stays, and
 // so does its position, for the day the function comes back.
 func WithPrune() Option {
-	return func(o *options) error {
-		o.prune = true
-		return nil
-	}
+	return setting(func(o *options) { o.prune = true })
 }
 
 // WithHandlerObserver calls observe with every handler run's duration, for
 // a metrics histogram. It runs on the handling path: keep it cheap.
 func WithHandlerObserver(observe func(function string, d time.Duration)) Option {
-	return func(o *options) error {
-		o.observe = observe
-		return nil
-	}
+	return setting(func(o *options) { o.observe = observe })
 }
 
 // New validates the manifest against the compiled-in functions and returns

@@ -17,27 +17,40 @@ import (
 // Gather publishes one request to subject and returns the data of every
 // reply that arrives within window, in arrival order.
 func Gather(ctx context.Context, nc *nats.Conn, subject string, window time.Duration) ([][]byte, error) {
+	var out [][]byte
+	err := GatherEach(ctx, nc, subject, nil, window, func(data []byte) bool {
+		out = append(out, data)
+		return false
+	})
+	return out, err
+}
+
+// GatherEach publishes one request with body to subject and hands each
+// reply's data to each, in arrival order, until window has passed or each
+// says it has enough.
+func GatherEach(ctx context.Context, nc *nats.Conn, subject string, body []byte, window time.Duration, each func(data []byte) (enough bool)) error {
 	replies := make(chan *nats.Msg, 256)
 	inbox := nc.NewRespInbox()
 	sub, err := nc.ChanSubscribe(inbox, replies)
 	if err != nil {
-		return nil, fmt.Errorf("subscribing to replies: %w", err)
+		return fmt.Errorf("subscribing to replies: %w", err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	if err := nc.PublishRequest(subject, inbox, nil); err != nil {
-		return nil, fmt.Errorf("requesting %s: %w", subject, err)
+	if err := nc.PublishRequest(subject, inbox, body); err != nil {
+		return fmt.Errorf("requesting %s: %w", subject, err)
 	}
 	timer := time.NewTimer(window)
 	defer timer.Stop()
-	var out [][]byte
 	for {
 		select {
 		case msg := <-replies:
-			out = append(out, msg.Data)
+			if each(msg.Data) {
+				return nil
+			}
 		case <-timer.C:
-			return out, nil
+			return nil
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
 	}
 }

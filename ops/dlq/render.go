@@ -18,17 +18,11 @@ const maxErrorWidth = 70
 
 // WriteList prints one row per dead letter, with ages measured at now.
 func WriteList(w io.Writer, letters []Letter, now time.Time) error {
-	if len(letters) == 0 {
-		_, err := fmt.Fprintln(w, "no dead letters")
-		return err
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SEQ\tFUNCTION\tORIGINAL SUBJECT\tORIGINAL\tDELIVERIES\tAGE\tERROR")
-	for _, l := range letters {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s:%d\t%d\t%s\t%s\n", l.Seq, l.Function, l.OriginalSubject,
-			l.OriginalStream, l.OriginalSeq, l.NumDelivered, now.Sub(l.Stored).Round(time.Second), textfit.Truncate(l.Error, maxErrorWidth))
-	}
-	return tw.Flush()
+	return textfit.Table(w, "no dead letters", "SEQ\tFUNCTION\tORIGINAL SUBJECT\tORIGINAL\tDELIVERIES\tAGE\tERROR", letters,
+		func(l Letter) string {
+			return fmt.Sprintf("%d\t%s\t%s\t%s:%d\t%d\t%s\t%s", l.Seq, l.Function, l.OriginalSubject, l.OriginalStream,
+				l.OriginalSeq, l.NumDelivered, now.Sub(l.Stored).Round(time.Second), textfit.Truncate(l.Error, maxErrorWidth))
+		})
 }
 
 // WriteLetter prints one dead letter whole: where it came from, why it died,

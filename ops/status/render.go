@@ -1,14 +1,15 @@
 package status
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/jetfn/jetfn/internal/textfit"
+	"github.com/jetfn/jetfn/wire"
 )
 
 // maxErrorWidth keeps a long last error from pushing the table off screen;
@@ -17,31 +18,24 @@ const maxErrorWidth = 60
 
 // WriteTable prints one row per instance, with uptimes measured at now.
 func WriteTable(w io.Writer, instances []Instance, now time.Time) error {
-	if len(instances) == 0 {
-		_, err := fmt.Fprintln(w, "no jetfn function instances answered")
-		return err
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "FUNCTION\tVERSION\tREVISION\tINSTANCE\tHANDLED\tACKED\tRETRIED\tDEAD\tIN FLIGHT\tPENDING\tACK PENDING\tUPTIME\tLAST ERROR")
-	for _, i := range instances {
-		s := i.Stats
-		// A missing consumer explains an idle function better than the
-		// last handler error does.
-		problem := s.LastError
-		if s.RemoteError != "" {
-			problem = s.RemoteError
-		}
-		if s.ConsumerError != "" {
-			problem = s.ConsumerError
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n",
-			i.Function, i.Version, revision(i), i.ID, s.Handled, s.Acked, s.Retried, s.DeadLettered, s.InFlight,
-			s.NumPending, s.NumAckPending, formatUptime(i.Uptime(now)), truncate(problem, maxErrorWidth))
-	}
-	if err := tw.Flush(); err != nil {
+	err := textfit.Table(w, "no jetfn function instances answered", "FUNCTION\tVERSION\tREVISION\tINSTANCE\tHANDLED\tACKED\tRETRIED\tDEAD\tIN FLIGHT\tPENDING\tACK PENDING\tUPTIME\tLAST ERROR",
+		instances, func(i Instance) string {
+			s := i.Stats
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s",
+				i.Function, i.Version, revision(i), i.ID, s.Handled, s.Acked, s.Retried, s.DeadLettered, s.InFlight,
+				s.NumPending, s.NumAckPending, formatUptime(i.Uptime(now)), truncate(problem(s), maxErrorWidth))
+		})
+	if err != nil || len(instances) == 0 {
 		return err
 	}
 	return writeRemotes(w, instances)
+}
+
+// problem is what most explains an instance's trouble: a missing consumer
+// explains an idle function better than a remote's error, and either
+// better than the last handler error.
+func problem(s wire.Stats) string {
+	return cmp.Or(s.ConsumerError, s.RemoteError, s.LastError)
 }
 
 // revision is the deployment revision an instance runs, with the digest of
