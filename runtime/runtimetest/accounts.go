@@ -48,7 +48,14 @@ accounts {
 		t.Fatalf("server config:\n%s\n%v", conf, err)
 	}
 	sopts.NoSigs, sopts.NoLog = true, true
-	ns, err := server.NewServer(sopts)
+	return startServer(t, sopts)
+}
+
+// startServer starts a server with opts for the rest of the test and
+// returns its client URL.
+func startServer(t testing.TB, opts *server.Options) string {
+	t.Helper()
+	ns, err := server.NewServer(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

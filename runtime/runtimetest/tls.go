@@ -89,18 +89,9 @@ func StartTLSServer(t testing.TB, ca *CA, dir string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns, err := server.NewServer(&server.Options{
+	return startServer(t, &server.Options{
 		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: filepath.Join(dir, "js"),
 		NoSigs: true, NoLog: true, TLS: true, TLSVerify: true, TLSConfig: tlsCfg,
 		Username: TLSUser, Password: TLSPassword,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("TLS server not ready")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	return ns.ClientURL()
 }
