@@ -54,8 +54,11 @@ type Handler interface {
 //     delivery starts, and in-flight ones finish or reach the drain
 //     timeout;
 //  4. Close runs once, with a context that ends after 10 seconds. A
-//     handler abandoned past its timeout may still be running then. Its
-//     error is logged; nothing is retried.
+//     handler still running when the drain timeout passed, or abandoned
+//     past the function's timeout, may still be running then. Its error is
+//     logged; nothing is retried. A Close that ignores its context is left
+//     running after the 10 seconds, so a shutdown takes at most the drain
+//     timeout plus 10 seconds.
 //
 // A changed function's new handler is built and starts handling before the
 // old one drains and closes, so two handlers of one function may be open at
