@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -147,5 +148,58 @@ functions:
 	}
 	if _, closed, _ := hs[1].state(); closed != 1 {
 		t.Errorf("refused revision's handler closed %d times, want 1", closed)
+	}
+}
+
+// TestFailedStartClosesEveryHandler: when Run cannot bind a function (here
+// fn2's consumer is missing and provisioning is off), it closes the
+// handlers of the functions it had bound and of those it had not reached.
+func TestFailedStartClosesEveryHandler(t *testing.T) {
+	env := newEnv(t)
+	three, err := manifest.Parse([]byte(`
+streams:
+  - {name: TEST, subjects: ["test.>"]}
+  - {name: DEADLETTER, subjects: ["deadletter.>"]}
+functions:
+  - {name: fn, version: 1.0.0, stream: TEST, subject: test.in}
+  - {name: fn2, version: 1.0.0, stream: TEST, subject: test.other}
+  - {name: fn3, version: 1.0.0, stream: TEST, subject: test.third}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A first run with provisioning makes the streams and the consumers;
+	// fn2's is then deleted.
+	provisioned := &handlerLog{}
+	fns := []jetfn.Function{{Name: "fn", New: provisioned.New}, {Name: "fn2", New: provisioned.New}, {Name: "fn3", New: provisioned.New}}
+	rt, err := New(env.nc, three, fns, WithLogger(testLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.run(rt).stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.js.DeleteConsumer(context.Background(), "TEST", "fn2"); err != nil {
+		t.Fatal(err)
+	}
+
+	log := &handlerLog{}
+	fns = []jetfn.Function{{Name: "fn", New: log.New}, {Name: "fn2", New: log.New}, {Name: "fn3", New: log.New}}
+	rt, err = New(env.nc, three, fns, WithLogger(testLogger()), WithoutProvisioning())
+	if err != nil {
+		t.Fatal(err)
+	}
+	runErr := rt.Run(context.Background())
+	if runErr == nil || !strings.Contains(runErr.Error(), "fn2") {
+		t.Fatalf("Run = %v, want it to fail binding fn2", runErr)
+	}
+	hs := log.handlers()
+	if len(hs) != 3 {
+		t.Fatalf("%d handlers built, want 3", len(hs))
+	}
+	for i, h := range hs {
+		if _, closed, _ := h.state(); closed != 1 {
+			t.Errorf("handler %d closed %d times after the failed start, want once", i, closed)
+		}
 	}
 }
