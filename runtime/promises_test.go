@@ -203,10 +203,13 @@ func TestStarvedSchedulerNoRedelivery(t *testing.T) {
 			}
 		}()
 	}
-	// The longest heartbeat a manifest may set: half of ackWait.
-	m := testManifest(t, "    ackWait: 900ms\n    heartbeat: 450ms\n    concurrency: 1\n    prefetch: 3\n    maxDeliver: 10\n")
-	r := env.start(m, slowHandler(time.Second))
-	const n = 10
+	// The longest heartbeat a manifest may set: half of ackWait. The
+	// slack a starved process has (ackWait less 1.25 heartbeats, 750ms)
+	// is twice what it was at ackWait 900ms, where a fresh CI run on a
+	// loaded machine once saw 2 redeliveries.
+	m := testManifest(t, "    ackWait: 2s\n    heartbeat: 1s\n    concurrency: 1\n    prefetch: 3\n    maxDeliver: 10\n")
+	r := env.start(m, slowHandler(2200*time.Millisecond))
+	const n = 6
 	for range n {
 		env.publish("test.in", `{}`)
 	}
