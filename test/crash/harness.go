@@ -167,6 +167,20 @@ func (h *Harness) startChild(ctx context.Context) (time.Time, error) {
 	return c.Started, nil
 }
 
+// startDayRun prepares a run with the production duplicate window and
+// starts the child, for the runs that publish many sessions at once (the
+// batches, careless-publisher). It returns the transcription stream's next
+// sequence once the child is bound: where the run's own messages begin.
+func (h *Harness) startDayRun(ctx context.Context, name string) (uint64, error) {
+	if err := h.prepare(name, dayWindow); err != nil {
+		return 0, err
+	}
+	if _, err := h.startChild(ctx); err != nil {
+		return 0, err
+	}
+	return nextSeq(ctx, h.stack.js, transcriptionStream)
+}
+
 // killChild SIGKILLs the child and reaps it.
 func (h *Harness) killChild() {
 	if h.child != nil {
