@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/jetfn/jetfn/test/testkit"
@@ -50,13 +49,7 @@ func StartCluster(ctx context.Context, bin, dir string, n int, sync string) (*Cl
 }
 
 // URLs is every node's client URL, comma-separated, as NATS_URL takes them.
-func (c *Cluster) URLs() string {
-	urls := make([]string, len(c.Nodes))
-	for i, nd := range c.Nodes {
-		urls[i] = nd.URL()
-	}
-	return strings.Join(urls, ",")
-}
+func (c *Cluster) URLs() string { return testkit.JoinURLs(c.Nodes) }
 
 // Node returns the node called name, or nil.
 func (c *Cluster) Node(name string) *Node {

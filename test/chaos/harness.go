@@ -258,12 +258,7 @@ func (h *Harness) Close() {
 			_ = in.proc.Stop()
 		}
 	}
-	if h.mc != nil {
-		_ = h.mc.Disconnect(context.Background())
-	}
-	if h.nc != nil {
-		h.nc.Close()
-	}
+	testkit.CloseClients(h.nc, h.mc)
 	if h.mongo != nil {
 		h.mongo.Stop()
 	}

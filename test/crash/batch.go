@@ -65,13 +65,7 @@ func (h *Harness) RunBatch(ctx context.Context, b Batch) Row {
 }
 
 func (h *Harness) runBatch(ctx context.Context, b Batch, row *Row) ([]Result, error) {
-	if err := h.prepare(b.Disrupt.String(), dayWindow); err != nil {
-		return nil, err
-	}
-	if _, err := h.startChild(ctx); err != nil {
-		return nil, err
-	}
-	from, err := nextSeq(ctx, h.stack.js, transcriptionStream)
+	from, err := h.startDayRun(ctx, b.Disrupt.String())
 	if err != nil {
 		return nil, err
 	}

@@ -56,13 +56,7 @@ func (h *Harness) RunCareless(ctx context.Context, c Careless) Row {
 func (h *Harness) carelessOnce(ctx context.Context, n int) ([]Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second+time.Duration(maxRounds)*h.opts.Quiet)
 	defer cancel()
-	if err := h.prepare(carelessName, dayWindow); err != nil {
-		return nil, err
-	}
-	if _, err := h.startChild(ctx); err != nil {
-		return nil, err
-	}
-	from, err := nextSeq(ctx, h.stack.js, transcriptionStream)
+	from, err := h.startDayRun(ctx, carelessName)
 	if err != nil {
 		return nil, err
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -84,25 +83,7 @@ func sortedKeys(m map[string]string) []string {
 
 // deadLetters reads the function's dead letters stored from sequence from on.
 func deadLetters(ctx context.Context, js jetstream.JetStream, from uint64) ([]*jetstream.RawStreamMsg, error) {
-	stream, err := js.Stream(ctx, deadLetterStream)
-	if err != nil {
-		return nil, err
-	}
-	subject := "deadletter." + functionName
-	var out []*jetstream.RawStreamMsg
-	for seq := from; seq <= stream.CachedInfo().State.LastSeq; seq++ {
-		m, err := stream.GetMsg(ctx, seq)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if m.Subject == subject {
-			out = append(out, m)
-		}
-	}
-	return out, nil
+	return storedMsgs(ctx, js, deadLetterStream, "deadletter."+functionName, from)
 }
 
 // watchAdvisories subscribes the harness to the function's MAX_DELIVERIES

@@ -167,21 +167,43 @@ func (h *Harness) startChild(ctx context.Context) (time.Time, error) {
 	return c.Started, nil
 }
 
+// startDayRun prepares a run with the production duplicate window and
+// starts the child, for the runs that publish many sessions at once (the
+// batches, careless-publisher). It returns the transcription stream's next
+// sequence once the child is bound: where the run's own messages begin.
+func (h *Harness) startDayRun(ctx context.Context, name string) (uint64, error) {
+	if err := h.prepare(name, dayWindow); err != nil {
+		return 0, err
+	}
+	if _, err := h.startChild(ctx); err != nil {
+		return 0, err
+	}
+	return nextSeq(ctx, h.stack.js, transcriptionStream)
+}
+
 // killChild SIGKILLs the child and reaps it.
-func (h *Harness) killChild() {
-	if h.child != nil {
-		h.child.Kill()
-		h.child = nil
+func (h *Harness) killChild() { killProcess(&h.child) }
+
+// stopChild stops the child gracefully at the end of a run.
+func (h *Harness) stopChild() error { return stopProcess(&h.child) }
+
+// killProcess SIGKILLs *p, reaps it and clears *p, so that the next start
+// and Close find nothing running. A nil *p is already gone. The harness
+// keeps the child and the remote this way.
+func killProcess(p **testkit.Child) {
+	if *p != nil {
+		(*p).Kill()
+		*p = nil
 	}
 }
 
-// stopChild stops the child gracefully at the end of a run.
-func (h *Harness) stopChild() error {
-	if h.child == nil {
+// stopProcess stops *p gracefully and clears *p, as killProcess does.
+func stopProcess(p **testkit.Child) error {
+	if *p == nil {
 		return nil
 	}
-	err := h.child.Stop()
-	h.child = nil
+	err := (*p).Stop()
+	*p = nil
 	return err
 }
 

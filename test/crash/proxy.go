@@ -9,7 +9,6 @@ import (
 	"net"
 	"sync"
 	"syscall"
-	"time"
 )
 
 // Action is what the proxy does with an operation of one Class.
@@ -37,9 +36,6 @@ func (a Action) String() string {
 	}
 }
 
-// dialTimeout bounds the dial to the server for each client connection.
-const dialTimeout = 2 * time.Second
-
 // Proxy sits between the child and nats-server. It reads the client's side
 // of the NATS protocol one operation at a time, so it can tell a publish to
 // the notify subject from a JetStream ack, and pass, drop or freeze either.
@@ -49,11 +45,10 @@ const dialTimeout = 2 * time.Second
 // everything for new connections, while a connection already frozen stays
 // frozen until its client (the killed child) goes away.
 type Proxy struct {
-	ln       net.Listener
-	upstream string
-	notify   string
-	log      *slog.Logger
-	wg       sync.WaitGroup
+	ln     net.Listener
+	notify string
+	log    *slog.Logger
+	wg     sync.WaitGroup
 
 	mu     sync.Mutex
 	rules  [numClasses]Action
@@ -75,8 +70,8 @@ func StartProxy(upstream, notify string, log *slog.Logger) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting proxy: %w", err)
 	}
-	p := &Proxy{ln: ln, upstream: upstream, notify: notify, log: log, conns: map[*proxyConn]struct{}{}}
-	p.wg.Go(p.accept)
+	p := &Proxy{ln: ln, notify: notify, log: log, conns: map[*proxyConn]struct{}{}}
+	p.wg.Go(func() { forwardEach(ln, &p.wg, upstream, p.serve) })
 	return p, nil
 }
 
@@ -143,25 +138,8 @@ func (p *Proxy) Close() {
 	p.wg.Wait()
 }
 
-func (p *Proxy) accept() {
-	for {
-		client, err := p.ln.Accept()
-		if err != nil {
-			return // closed
-		}
-		p.wg.Go(func() { p.serve(client) })
-	}
-}
-
 // serve forwards one connection until either side closes it.
-func (p *Proxy) serve(client net.Conn) {
-	server, err := net.DialTimeout("tcp", p.upstream, dialTimeout)
-	if err != nil {
-		// The server is down (a restart): the client sees a closed
-		// connection and reconnects.
-		_ = client.Close()
-		return
-	}
+func (p *Proxy) serve(client, server net.Conn) {
 	c := &proxyConn{client: client, server: server}
 	if !p.register(c) {
 		c.close()
@@ -174,7 +152,7 @@ func (p *Proxy) serve(client net.Conn) {
 		_, _ = io.Copy(client, server)
 		c.close()
 	})
-	err = p.pump(c)
+	err := p.pump(c)
 	c.close()
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, syscall.ECONNRESET) {
 		p.log.Warn("proxy connection", "err", err)

@@ -12,9 +12,8 @@ import (
 // own stop serves open connections for another three seconds, which would
 // let in-flight handlers finish before the outage bites.
 type Relay struct {
-	ln       net.Listener
-	upstream string
-	wg       sync.WaitGroup
+	ln net.Listener
+	wg sync.WaitGroup
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -27,8 +26,8 @@ func StartRelay(upstream string) (*Relay, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting relay: %w", err)
 	}
-	r := &Relay{ln: ln, upstream: upstream, conns: map[net.Conn]struct{}{}}
-	r.wg.Go(r.accept)
+	r := &Relay{ln: ln, conns: map[net.Conn]struct{}{}}
+	r.wg.Go(func() { forwardEach(ln, &r.wg, upstream, r.serve) })
 	return r, nil
 }
 
@@ -55,22 +54,7 @@ func (r *Relay) Close() {
 	r.wg.Wait()
 }
 
-func (r *Relay) accept() {
-	for {
-		c, err := r.ln.Accept()
-		if err != nil {
-			return
-		}
-		r.wg.Go(func() { r.serve(c) })
-	}
-}
-
-func (r *Relay) serve(client net.Conn) {
-	server, err := net.DialTimeout("tcp", r.upstream, dialTimeout)
-	if err != nil {
-		_ = client.Close()
-		return
-	}
+func (r *Relay) serve(client, server net.Conn) {
 	if !r.track(client, server) {
 		_ = client.Close()
 		_ = server.Close()

@@ -2,7 +2,6 @@ package crash
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -122,7 +121,7 @@ func (h *Harness) killRemoteSide(ctx context.Context, p RemotePoint, from uint64
 func (h *Harness) settleRemote(ctx context.Context, key string, from uint64, restart time.Time) (Result, error) {
 	var outs []output
 	err := testkit.Poll(ctx, 20*time.Millisecond, "request "+key+" to settle", func(ctx context.Context) bool {
-		info, err := remoteConsumerInfo(ctx, h.stack.js)
+		info, err := durableInfo(ctx, h.stack.js, remoteStream, remoteFunction)
 		if err != nil || !settled(info) || info.AckFloor.Last == nil || info.AckFloor.Last.Before(restart) {
 			return false
 		}
@@ -179,34 +178,13 @@ type output struct {
 
 // scanOutputs reads every greet.done stored from stream sequence from on.
 func scanOutputs(ctx context.Context, js jetstream.JetStream, from uint64) ([]output, error) {
-	stream, err := js.Stream(ctx, remoteStream)
-	if err != nil {
-		return nil, err
-	}
-	info, err := stream.Info(ctx)
+	msgs, err := storedMsgs(ctx, js, remoteStream, remoteOutput, from)
 	if err != nil {
 		return nil, err
 	}
 	var outs []output
-	for seq := max(from, info.State.FirstSeq); seq <= info.State.LastSeq; seq++ {
-		m, err := stream.GetMsg(ctx, seq)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if m.Subject == remoteOutput {
-			outs = append(outs, output{seq: seq, msgID: m.Header.Get(jetstream.MsgIDHeader), stored: m.Time})
-		}
+	for _, m := range msgs {
+		outs = append(outs, output{seq: m.Sequence, msgID: m.Header.Get(jetstream.MsgIDHeader), stored: m.Time})
 	}
 	return outs, nil
-}
-
-func remoteConsumerInfo(ctx context.Context, js jetstream.JetStream) (*jetstream.ConsumerInfo, error) {
-	c, err := js.Consumer(ctx, remoteStream, remoteFunction)
-	if err != nil {
-		return nil, err
-	}
-	return c.Info(ctx)
 }

@@ -127,19 +127,7 @@ func (h *Harness) awaitRemote(ctx context.Context) error {
 }
 
 // killRemote SIGKILLs the remote and reaps it.
-func (h *Harness) killRemote() {
-	if h.remote != nil {
-		h.remote.Kill()
-		h.remote = nil
-	}
-}
+func (h *Harness) killRemote() { killProcess(&h.remote) }
 
 // stopRemote stops the remote gracefully at the end of a run.
-func (h *Harness) stopRemote() error {
-	if h.remote == nil {
-		return nil
-	}
-	err := h.remote.Stop()
-	h.remote = nil
-	return err
-}
+func (h *Harness) stopRemote() error { return stopProcess(&h.remote) }

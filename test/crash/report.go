@@ -88,24 +88,26 @@ func (r Row) Problems() []string {
 }
 
 func (r Row) summaryProblems() []string {
-	switch {
-	case r.WantSummaries == 0 && r.MaxSummaries > 0:
-		return []string{fmt.Sprintf("want no summary, got up to %d in a run", r.MaxSummaries)}
-	case r.WantSummaries == 1 && r.OneSummary != r.Runs:
-		return []string{fmt.Sprintf("%d of %d runs without exactly one summary", r.Runs-r.OneSummary, r.Runs)}
-	}
-	return nil
+	return r.countProblems("summary", r.WantSummaries, r.MaxSummaries, r.OneSummary)
 }
 
 func (r Row) notificationProblems() []string {
-	switch {
-	case r.WantNotifications == 0 && r.MaxNotifications > 0:
-		return []string{fmt.Sprintf("want no notification, got up to %d in a run", r.MaxNotifications)}
-	case r.WantNotifications == 1 && r.OneNotification != r.Runs:
-		return []string{fmt.Sprintf("%d of %d runs without exactly one notification", r.Runs-r.OneNotification, r.Runs)}
-	case r.WantNotifications > 1 && (r.MaxNotifications != r.WantNotifications || r.OneNotification > 0):
+	if r.WantNotifications > 1 && (r.MaxNotifications != r.WantNotifications || r.OneNotification > 0) {
 		return []string{fmt.Sprintf("control: want %d notifications in every run (the window must expire), got max %d, %d runs with 1",
 			r.WantNotifications, r.MaxNotifications, r.OneNotification)}
+	}
+	return r.countProblems("notification", r.WantNotifications, r.MaxNotifications, r.OneNotification)
+}
+
+// countProblems judges one kind of effect (a summary, a notification) that
+// a row wants none of or exactly one of in every run: most is the largest
+// count a run saw, once the runs that saw exactly one.
+func (r Row) countProblems(kind string, want, most, once int) []string {
+	switch {
+	case want == 0 && most > 0:
+		return []string{fmt.Sprintf("want no %s, got up to %d in a run", kind, most)}
+	case want == 1 && once != r.Runs:
+		return []string{fmt.Sprintf("%d of %d runs without exactly one %s", r.Runs-once, r.Runs, kind)}
 	}
 	return nil
 }

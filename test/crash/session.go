@@ -3,6 +3,7 @@ package crash
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -95,9 +96,40 @@ func nextSeq(ctx context.Context, js jetstream.JetStream, name string) (uint64, 
 	return next, err
 }
 
-// consumerInfo is the function's durable consumer as the server sees it.
+// storedMsgs reads the messages on subject that stream holds from sequence
+// from up to its last sequence at the time of the call. A sequence the
+// server no longer has is skipped.
+func storedMsgs(ctx context.Context, js jetstream.JetStream, stream, subject string, from uint64) ([]*jetstream.RawStreamMsg, error) {
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return nil, err
+	}
+	state := s.CachedInfo().State // js.Stream has just fetched it
+	var out []*jetstream.RawStreamMsg
+	for seq := max(from, state.FirstSeq); seq <= state.LastSeq; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if m.Subject == subject {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// consumerInfo is summarize-session's durable consumer as the server sees it.
 func consumerInfo(ctx context.Context, js jetstream.JetStream) (*jetstream.ConsumerInfo, error) {
-	c, err := js.Consumer(ctx, transcriptionStream, functionName)
+	return durableInfo(ctx, js, transcriptionStream, functionName)
+}
+
+// durableInfo is the durable consumer of function (named after it) on
+// stream, as the server sees it.
+func durableInfo(ctx context.Context, js jetstream.JetStream, stream, function string) (*jetstream.ConsumerInfo, error) {
+	c, err := js.Consumer(ctx, stream, function)
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,6 @@
 package crash
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"net/url"
@@ -15,6 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/jetfn/jetfn/devstack"
+	"github.com/jetfn/jetfn/test/testkit"
 )
 
 // Stack is the harness's embedded nats-server and Mongo-compatible server,
@@ -147,12 +147,7 @@ func (s *Stack) RestartMongo(down time.Duration) error {
 
 // Close disconnects and stops both servers.
 func (s *Stack) Close() {
-	if s.mc != nil {
-		_ = s.mc.Disconnect(context.Background())
-	}
-	if s.nc != nil {
-		s.nc.Close()
-	}
+	testkit.CloseClients(s.nc, s.mc)
 	if s.relay != nil {
 		s.relay.Close()
 	}

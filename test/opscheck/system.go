@@ -191,12 +191,7 @@ func (s *system) close() {
 	if s.remote != nil {
 		s.remote.Close()
 	}
-	if s.mc != nil {
-		_ = s.mc.Disconnect(context.Background())
-	}
-	if s.nc != nil {
-		s.nc.Close()
-	}
+	testkit.CloseClients(s.nc, s.mc)
 	if s.mongo != nil {
 		s.mongo.Close()
 	}

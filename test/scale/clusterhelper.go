@@ -145,13 +145,7 @@ func (nd *Node) start() error {
 func (nd *Node) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", nd.clientPort) }
 
 // URLs is every node's client URL, comma-separated, as NATS_URL takes them.
-func (c *Cluster) URLs() string {
-	urls := make([]string, len(c.nodes))
-	for i, nd := range c.nodes {
-		urls[i] = nd.URL()
-	}
-	return strings.Join(urls, ",")
-}
+func (c *Cluster) URLs() string { return testkit.JoinURLs(c.nodes) }
 
 // Node returns the node called name, or fails the test.
 func (c *Cluster) Node(name string) *Node {
