@@ -98,17 +98,5 @@ func withJetStream(ctx context.Context, cfg Config, fn func(jetstream.JetStream)
 	if cfg.NATSURL == "" {
 		return usageError(errors.New("NATS_URL: required"))
 	}
-	nc, closed, err := connectNATS(cfg.NATSURL, cfg.NATS, cfg.newLogger(io.Discard))
-	if err != nil {
-		return err
-	}
-	defer func() {
-		nc.Close()
-		<-closed
-	}()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	return fn(js)
+	return withJetStreamAt(cfg.NATSURL, cfg.NATS, cfg.newLogger(io.Discard), fn)
 }

@@ -133,20 +133,17 @@ func withDLQ(ctx context.Context, manifest string, errOut io.Writer, fn func(*dl
 	if err != nil {
 		return err
 	}
-	nc, err := connectOps(errOut)
+	cfg, err := opsConfig()
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	store, err := dlq.Open(ctx, js, spec)
-	if err != nil {
-		return err
-	}
-	return fn(store)
+	return withJetStreamAt(cfg.NATSURL, cfg.NATS, cfg.newLogger(errOut), func(js jetstream.JetStream) error {
+		store, err := dlq.Open(ctx, js, spec)
+		if err != nil {
+			return err
+		}
+		return fn(store)
+	})
 }
 
 // deadLetterSpec reads the dead-letter settings from --manifest, else

@@ -228,6 +228,26 @@ func connectNATS(natsURL string, auth natsconn.Settings, log *slog.Logger) (*nat
 	return nc, closed, nil
 }
 
+// withJetStreamAt connects to natsURL for the length of fn and waits until
+// the connection has closed, so no callback of it outlives the command.
+// The commands that ask a server and exit (check --server, deploy,
+// rollback, dlq) share it; `run` keeps its connection and drains it.
+func withJetStreamAt(natsURL string, auth natsconn.Settings, log *slog.Logger, fn func(jetstream.JetStream) error) error {
+	nc, closed, err := connectNATS(natsURL, auth, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		nc.Close()
+		<-closed
+	}()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	return fn(js)
+}
+
 // drainNATS lets pending publishes and acks reach the server, then closes.
 func drainNATS(nc *nats.Conn, closed <-chan struct{}, log *slog.Logger) {
 	if err := nc.Drain(); err != nil {
