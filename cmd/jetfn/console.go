@@ -49,10 +49,7 @@ func cmdConsole(ctx context.Context, args []string, out, errOut io.Writer) error
 	token := fs.String("token", "", "allow actions to whoever signs in with this token (at least 16 characters; prefer $JETFN_CONSOLE_TOKEN, as a flag shows in ps)")
 	path := manifestFlag(fs)
 	cf := addConsoleFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	cfg, err := loadConfig()
+	cfg, err := parseConfig(fs, args)
 	if err != nil {
 		return err
 	}

@@ -76,10 +76,7 @@ func cmdDeploy(ctx context.Context, args []string, out, errOut io.Writer) error 
 func cmdRollback(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs := newFlags("rollback", "rollback [--deployment NAME]", errOut)
 	name := fs.String("deployment", "default", "deployment name (the KV key)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	cfg, err := loadConfig()
+	cfg, err := parseConfig(fs, args)
 	if err != nil {
 		return err
 	}

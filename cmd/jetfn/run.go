@@ -34,10 +34,7 @@ func cmdRun(ctx context.Context, args []string, _, errOut io.Writer) error {
 	prune := fs.Bool("prune", false, "with --deployment: delete the durable consumer of a function a new revision removes")
 	noProvision := fs.Bool("no-provision", false, "only look up streams and consumers, never create or update them (for `jetfn permissions` without --provision)")
 	allowShort := fs.Bool("allow-short-window", false, "warn instead of refusing a duplicate window shorter than twice the redelivery horizon")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	cfg, err := loadConfig()
+	cfg, err := parseConfig(fs, args)
 	if err != nil {
 		return err
 	}
