@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -16,20 +17,12 @@ import (
 
 func cmdCheck(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs := newFlags("check", "check --manifest FILE [--server NATS_URL]", errOut)
-	path := fs.String("manifest", "", "manifest to validate (default $JETFN_MANIFEST)")
-	allowShort := fs.Bool("allow-short-window", false, "report a duplicate window shorter than twice the redelivery horizon as a warning")
+	mf := addManifestFlags(fs, "validate", "report a duplicate window shorter than twice the redelivery horizon as a warning")
 	server := fs.String("server", "", "also say, on this NATS server (authenticated by the NATS_* settings), where each "+
 		"function's consumer is or would start and how many stored messages that is, and look up each remote function's "+
 		"endpoint by micro discovery")
 	wait := fs.Duration("wait", status.DefaultWindow, "with --server: how long to collect answers from micro services")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	cfg, file, err := manifestFile(*path)
-	if err != nil {
-		return err
-	}
-	_, m, err := readManifest(file, *allowShort, out)
+	cfg, _, m, err := parseManifest(fs, args, mf, out)
 	if err != nil {
 		return err
 	}
@@ -41,8 +34,40 @@ func cmdCheck(ctx context.Context, args []string, out, errOut io.Writer) error {
 			return err
 		}
 	}
-	fmt.Fprintf(out, "%s: ok (%d streams, %d functions, digest %s)\n", file, len(m.Streams), len(m.Functions), m.Digest)
+	fmt.Fprintf(out, "%s: ok (%d streams, %d functions, digest %s)\n", m.File(), len(m.Streams), len(m.Functions), m.Digest)
 	return nil
+}
+
+// manifestFlags are the flags of the commands that read a manifest file and
+// refuse a short duplicate window unless told: check, deploy and run.
+type manifestFlags struct {
+	path       *string
+	allowShort *bool
+}
+
+// addManifestFlags adds --manifest and --allow-short-window. What a short
+// window is allowed to do differs by command (a warning, a stored revision,
+// a running instance), so each command words that flag's usage.
+func addManifestFlags(fs *flag.FlagSet, verb, allowShortUsage string) manifestFlags {
+	return manifestFlags{
+		path:       fs.String("manifest", "", "manifest to "+verb+" (default $JETFN_MANIFEST)"),
+		allowShort: fs.Bool("allow-short-window", false, allowShortUsage),
+	}
+}
+
+// parseManifest parses args, then loads the settings and reads the manifest
+// mf names (manifestFile, then readManifest): its bytes, and the manifest,
+// whose File is its path.
+func parseManifest(fs *flag.FlagSet, args []string, mf manifestFlags, out io.Writer) (Config, []byte, *manifest.Manifest, error) {
+	if err := parseFlags(fs, args); err != nil {
+		return Config{}, nil, nil, err
+	}
+	cfg, file, err := manifestFile(*mf.path)
+	if err != nil {
+		return Config{}, nil, nil, err
+	}
+	raw, m, err := readManifest(file, *mf.allowShort, out)
+	return cfg, raw, m, err
 }
 
 // manifestFile loads the settings and names the manifest a command reads:

@@ -16,23 +16,16 @@ import (
 // that hands to the function: a consumer that starts over stored history
 // is a decision to see before a deploy, not after.
 func checkConsumers(ctx context.Context, m *manifest.Manifest, server string, cfg Config, out, errOut io.Writer) error {
-	nc, _, err := connectNATS(server, cfg.NATS, cfg.newLogger(errOut))
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	plans, err := runtime.PlanStarts(ctx, js, m)
-	if err != nil {
-		return fmt.Errorf("asking %s about the consumers: %w", redactURLs(server), err)
-	}
-	for _, p := range plans {
-		fmt.Fprintln(out, describeStart(p))
-	}
-	return nil
+	return withJetStreamAt(server, cfg.NATS, cfg.newLogger(errOut), func(js jetstream.JetStream) error {
+		plans, err := runtime.PlanStarts(ctx, js, m)
+		if err != nil {
+			return fmt.Errorf("asking %s about the consumers: %w", redactURLs(server), err)
+		}
+		for _, p := range plans {
+			fmt.Fprintln(out, describeStart(p))
+		}
+		return nil
+	})
 }
 
 // describeStart is one function's line.

@@ -28,40 +28,33 @@ func checkRemotes(ctx context.Context, m *manifest.Manifest, server string, cfg 
 	if len(m.RemoteSubjects()) == 0 {
 		return nil
 	}
-	nc, _, err := connectNATS(server, cfg.NATS, cfg.newLogger(errOut))
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	infos, err := discovery.Infos(ctx, nc, window)
-	if err != nil {
-		return fmt.Errorf("asking %s for its micro services: %w", redactURLs(server), err)
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	problems := 0
-	for i, f := range m.Functions {
-		if !f.IsRemote() {
-			continue
+	return withJetStreamAt(server, cfg.NATS, cfg.newLogger(errOut), func(js jetstream.JetStream) error {
+		infos, err := discovery.Infos(ctx, js.Conn(), window)
+		if err != nil {
+			return fmt.Errorf("asking %s for its micro services: %w", redactURLs(server), err)
 		}
-		problems += checkStoredBy(ctx, js, m, i, out)
-		serving := discovery.Serving(infos, f.Remote.Subject)
-		if len(serving) == 0 {
-			problems++
-			fmt.Fprintln(out, m.FunctionProblem(i, "remote.subject", fmt.Errorf(
-				"no micro service on %s serves %s (%d services answered $SRV.INFO within %s): its messages would be "+
-					"retried and dead-lettered, and /readyz would fail", redactURLs(server), f.Remote.Subject, len(infos), window)))
-			continue
+		problems := 0
+		for i, f := range m.Functions {
+			if !f.IsRemote() {
+				continue
+			}
+			problems += checkStoredBy(ctx, js, m, i, out)
+			serving := discovery.Serving(infos, f.Remote.Subject)
+			if len(serving) == 0 {
+				problems++
+				fmt.Fprintln(out, m.FunctionProblem(i, "remote.subject", fmt.Errorf(
+					"no micro service on %s serves %s (%d services answered $SRV.INFO within %s): its messages would be "+
+						"retried and dead-lettered, and /readyz would fail", redactURLs(server), f.Remote.Subject, len(infos), window)))
+				continue
+			}
+			fmt.Fprintf(out, "%s: remote %s is served by %s\n", f.Name, f.Remote.Subject, describeServices(serving))
 		}
-		fmt.Fprintf(out, "%s: remote %s is served by %s\n", f.Name, f.Remote.Subject, describeServices(serving))
-	}
-	if problems > 0 {
-		fmt.Fprintf(out, "%s: %s\n", m.File(), plural(problems, "problem"))
-		return errCheckFailed
-	}
-	return nil
+		if problems > 0 {
+			fmt.Fprintf(out, "%s: %s\n", m.File(), plural(problems, "problem"))
+			return errCheckFailed
+		}
+		return nil
+	})
 }
 
 // checkStoredBy prints a problem at the remote.subject line of the i-th

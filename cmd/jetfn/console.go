@@ -47,12 +47,9 @@ func cmdConsole(ctx context.Context, args []string, out, errOut io.Writer) error
 	fs := newFlags("console", "console [--listen 127.0.0.1:7333] [--deployment default] [--trace-url URL] [--manifest FILE]", errOut)
 	listen := fs.String("listen", net.JoinHostPort("127.0.0.1", strconv.Itoa(defaultConsolePort)), "address to serve on; a non-loopback address exposes the console to the network")
 	token := fs.String("token", "", "allow actions to whoever signs in with this token (at least 16 characters; prefer $JETFN_CONSOLE_TOKEN, as a flag shows in ps)")
-	path := manifestFlag(fs)
+	path := deadLetterManifestFlag(fs)
 	cf := addConsoleFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	cfg, err := loadConfig()
+	cfg, err := parseConfig(fs, args)
 	if err != nil {
 		return err
 	}

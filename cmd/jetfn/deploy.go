@@ -18,25 +18,17 @@ import (
 // the new revision; instances running with --deployment apply it live.
 func cmdDeploy(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs := newFlags("deploy", "deploy --manifest FILE [--deployment NAME] [--yes]", errOut)
-	path := fs.String("manifest", "", "manifest to deploy (default $JETFN_MANIFEST)")
+	mf := addManifestFlags(fs, "deploy", "accept a duplicate window shorter than twice the redelivery horizon")
 	name := fs.String("deployment", "default", "deployment name (the KV key)")
 	yes := fs.Bool("yes", false, "store the revision; without it only the plan is shown")
-	allowShort := fs.Bool("allow-short-window", false, "accept a duplicate window shorter than twice the redelivery horizon")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	cfg, file, err := manifestFile(*path)
-	if err != nil {
-		return err
-	}
-	raw, m, err := readManifest(file, *allowShort, out)
+	cfg, raw, m, err := parseManifest(fs, args, mf, out)
 	if err != nil {
 		return err
 	}
 	if err := m.CheckDuplicateWindows(); err != nil {
 		fmt.Fprintf(out, "%s: a deployment's revision is applied by every instance, each with its own flags: one started "+
 			"without --allow-short-window would refuse this revision. Put `allowShortWindow: true` in the manifest to accept "+
-			"the short window for every instance\n", file)
+			"the short window for every instance\n", m.File())
 		return errCheckFailed
 	}
 	return withJetStream(ctx, cfg, func(js jetstream.JetStream) error {
@@ -76,10 +68,7 @@ func cmdDeploy(ctx context.Context, args []string, out, errOut io.Writer) error 
 func cmdRollback(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs := newFlags("rollback", "rollback [--deployment NAME]", errOut)
 	name := fs.String("deployment", "default", "deployment name (the KV key)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	cfg, err := loadConfig()
+	cfg, err := parseConfig(fs, args)
 	if err != nil {
 		return err
 	}
@@ -98,17 +87,5 @@ func withJetStream(ctx context.Context, cfg Config, fn func(jetstream.JetStream)
 	if cfg.NATSURL == "" {
 		return usageError(errors.New("NATS_URL: required"))
 	}
-	nc, closed, err := connectNATS(cfg.NATSURL, cfg.NATS, cfg.newLogger(io.Discard))
-	if err != nil {
-		return err
-	}
-	defer func() {
-		nc.Close()
-		<-closed
-	}()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	return fn(js)
+	return withJetStreamAt(cfg.NATSURL, cfg.NATS, cfg.newLogger(io.Discard), fn)
 }

@@ -30,10 +30,7 @@ func cmdDev(ctx context.Context, args []string, out, errOut io.Writer) error {
 	consolePort := fs.Int("console-port", defaultConsolePort, "web console port on 127.0.0.1 (when the default is taken, any free port)")
 	noConsole := fs.Bool("no-console", false, "serve no web console")
 	cf := addConsoleFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	cfg, err := loadConfig()
+	cfg, err := parseConfig(fs, args)
 	if err != nil {
 		return err
 	}

@@ -43,7 +43,7 @@ func dlqList(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs := newFlags("dlq ls", "dlq ls [--function F] [--json] [--manifest FILE]", errOut)
 	function := fs.String("function", "", "only this function's dead letters")
 	asJSON := fs.Bool("json", false, "print JSON")
-	manifest := manifestFlag(fs)
+	manifest := deadLetterManifestFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -62,7 +62,7 @@ func dlqList(ctx context.Context, args []string, out, errOut io.Writer) error {
 func dlqShow(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs := newFlags("dlq show", "dlq show SEQ [--json] [--manifest FILE]", errOut)
 	asJSON := fs.Bool("json", false, "print JSON (the payload base64-encoded)")
-	manifest := manifestFlag(fs)
+	manifest := deadLetterManifestFlag(fs)
 	seqs, err := parseWithArgs(fs, args)
 	if err != nil {
 		return err
@@ -89,7 +89,7 @@ func dlqReplay(ctx context.Context, args []string, out, errOut io.Writer) error 
 	var opts dlq.ReplayOptions
 	fs.BoolVar(&opts.DryRun, "dry-run", false, "print what would be replayed and change nothing")
 	fs.BoolVar(&opts.Force, "force", false, "replay a dead letter again that was already replayed")
-	manifest := manifestFlag(fs)
+	manifest := deadLetterManifestFlag(fs)
 	seqs, err := parseWithArgs(fs, args)
 	if err != nil {
 		return err
@@ -123,7 +123,9 @@ func dlqReplay(ctx context.Context, args []string, out, errOut io.Writer) error 
 	})
 }
 
-func manifestFlag(fs *flag.FlagSet) *string {
+// deadLetterManifestFlag is the --manifest of the commands that only need
+// the dead-letter stream's name, so they can fall back to a default.
+func deadLetterManifestFlag(fs *flag.FlagSet) *string {
 	return fs.String("manifest", "", "manifest naming the dead-letter stream (default $JETFN_MANIFEST, else "+defaultDLQManifest+" if present, else DEADLETTER)")
 }
 
@@ -133,20 +135,17 @@ func withDLQ(ctx context.Context, manifest string, errOut io.Writer, fn func(*dl
 	if err != nil {
 		return err
 	}
-	nc, err := connectOps(errOut)
+	cfg, err := opsConfig()
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	store, err := dlq.Open(ctx, js, spec)
-	if err != nil {
-		return err
-	}
-	return fn(store)
+	return withJetStreamAt(cfg.NATSURL, cfg.NATS, cfg.newLogger(errOut), func(js jetstream.JetStream) error {
+		store, err := dlq.Open(ctx, js, spec)
+		if err != nil {
+			return err
+		}
+		return fn(store)
+	})
 }
 
 // deadLetterSpec reads the dead-letter settings from --manifest, else

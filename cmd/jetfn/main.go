@@ -118,3 +118,12 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	}
 	return nil
 }
+
+// parseConfig parses args, then loads the settings from the environment:
+// a bad flag is reported before a bad variable, and --help needs neither.
+func parseConfig(fs *flag.FlagSet, args []string) (Config, error) {
+	if err := parseFlags(fs, args); err != nil {
+		return Config{}, err
+	}
+	return loadConfig()
+}

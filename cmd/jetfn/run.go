@@ -29,22 +29,18 @@ const connectTimeout = 10 * time.Second
 
 func cmdRun(ctx context.Context, args []string, _, errOut io.Writer) error {
 	fs := newFlags("run", "run [--manifest FILE]", errOut)
-	path := fs.String("manifest", "", "manifest to run (default $JETFN_MANIFEST)")
+	mf := addManifestFlags(fs, "run", "warn instead of refusing a duplicate window shorter than twice the redelivery horizon")
 	deployment := fs.String("deployment", "", "load the manifest from the jetfn-manifests KV bucket and apply every new revision live (instead of --manifest)")
 	prune := fs.Bool("prune", false, "with --deployment: delete the durable consumer of a function a new revision removes")
 	noProvision := fs.Bool("no-provision", false, "only look up streams and consumers, never create or update them (for `jetfn permissions` without --provision)")
-	allowShort := fs.Bool("allow-short-window", false, "warn instead of refusing a duplicate window shorter than twice the redelivery horizon")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	cfg, err := loadConfig()
+	cfg, err := parseConfig(fs, args)
 	if err != nil {
 		return err
 	}
-	if *path != "" {
-		cfg.Manifest = *path
+	if *mf.path != "" {
+		cfg.Manifest = *mf.path
 	}
-	cfg.AllowShortWindow, cfg.NoProvision, cfg.Deployment, cfg.Prune = *allowShort, *noProvision, *deployment, *prune
+	cfg.AllowShortWindow, cfg.NoProvision, cfg.Deployment, cfg.Prune = *mf.allowShort, *noProvision, *deployment, *prune
 	if cfg.Deployment != "" {
 		cfg.Manifest = "(deployment " + cfg.Deployment + ")"
 	}
@@ -226,6 +222,26 @@ func connectNATS(natsURL string, auth natsconn.Settings, log *slog.Logger) (*nat
 		return nil, nil, usageError(fmt.Errorf("connecting to NATS_URL %s: %w", redactURLs(natsURL), err))
 	}
 	return nc, closed, nil
+}
+
+// withJetStreamAt connects to natsURL for the length of fn and waits until
+// the connection has closed, so no callback of it outlives the command.
+// The commands that ask a server and exit (check --server, deploy,
+// rollback, dlq) share it; `run` keeps its connection and drains it.
+func withJetStreamAt(natsURL string, auth natsconn.Settings, log *slog.Logger, fn func(jetstream.JetStream) error) error {
+	nc, closed, err := connectNATS(natsURL, auth, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		nc.Close()
+		<-closed
+	}()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	return fn(js)
 }
 
 // drainNATS lets pending publishes and acks reach the server, then closes.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"regexp"
@@ -42,11 +43,8 @@ func simulateCall(ctx context.Context, cfg Config, args []string, out, errOut io
 	fs.IntVar(&opts.LateSegments, "late", opts.LateSegments, "segments saved after session-ended")
 	fs.DurationVar(&opts.LateDelay, "late-delay", opts.LateDelay, "how long after session-ended the late segments are saved")
 	fs.DurationVar(&opts.Timeout, "timeout", opts.Timeout, "give up after this: on the whole call, retries of saves and publishes included")
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseOptions(fs, args, &opts); err != nil {
 		return err
-	}
-	if err := opts.Validate(); err != nil {
-		return usageError(err)
 	}
 	tp, log, stopTracing, err := startTracing(ctx, cfg.newLogger(errOut))
 	if err != nil {
@@ -60,6 +58,17 @@ func simulateCall(ctx context.Context, cfg Config, args []string, out, errOut io
 	return withMongo(ctx, cfg, func(db *mongo.Database) error {
 		return simulate.Call(ctx, cfg.NATSURL, db, out, opts)
 	})
+}
+
+// parseOptions parses args into the fields opts' flags are bound to, then
+// validates opts: a value out of range is a usage error, like a bad flag.
+// opts is a pointer, so Validate sees the parsed values, not a copy taken
+// before parsing.
+func parseOptions(fs *flag.FlagSet, args []string, opts interface{ Validate() error }) error {
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	return usageError(opts.Validate())
 }
 
 // stackTimeout bounds how long the commands that play against a stack or

@@ -16,11 +16,8 @@ func simulateRecording(ctx context.Context, cfg Config, args []string, out, errO
 	fs := newFlags("simulate recording", "simulate recording [--never-started]", errOut)
 	fs.BoolVar(&opts.NeverStarted, "never-started", opts.NeverStarted, "a recording requested, then deleted with reason never-started")
 	fs.DurationVar(&opts.Timeout, "timeout", opts.Timeout, "give up waiting for the notices after this")
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseOptions(fs, args, &opts); err != nil {
 		return err
-	}
-	if err := opts.Validate(); err != nil {
-		return usageError(err)
 	}
 	opts.Logger, opts.NATS = cfg.newLogger(errOut), cfg.NATS
 	return withMongo(ctx, cfg, func(db *mongo.Database) error {

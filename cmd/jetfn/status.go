@@ -53,16 +53,26 @@ func cmdStatus(ctx context.Context, args []string, out, errOut io.Writer) error 
 	return show(ctx)
 }
 
-// connectOps connects the operating commands (status, dlq) to NATS_URL with
-// the same authentication settings as `run`.
+// connectOps connects the operating commands (status, console) to NATS_URL
+// with the same authentication settings as `run`.
 func connectOps(errOut io.Writer) (*nats.Conn, error) {
-	cfg, err := loadConfig()
+	cfg, err := opsConfig()
 	if err != nil {
 		return nil, err
 	}
-	if cfg.NATSURL == "" {
-		return nil, usageError(errors.New("NATS_URL: required (`jetfn dev` prints it)"))
-	}
 	nc, _, err := connectNATS(cfg.NATSURL, cfg.NATS, cfg.newLogger(errOut))
 	return nc, err
+}
+
+// opsConfig loads the settings of an operating command, which cannot guess
+// where the stack is: NATS_URL is required.
+func opsConfig() (Config, error) {
+	cfg, err := loadConfig()
+	if err != nil {
+		return Config{}, err
+	}
+	if cfg.NATSURL == "" {
+		return Config{}, usageError(errors.New("NATS_URL: required (`jetfn dev` prints it)"))
+	}
+	return cfg, nil
 }
