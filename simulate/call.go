@@ -30,10 +30,6 @@ import (
 // running, or is failing (see its dead letters and `nats micro stats`).
 var ErrCallNotProcessed = errors.New("no transcript.processed before the timeout")
 
-// ErrCallNoNATS is returned by Call without a NATS URL: a simulation needs
-// a stack to play against.
-var ErrCallNoNATS = errors.New("simulate call needs NATS_URL")
-
 // CallOptions shapes a simulated call. Start from DefaultCallOptions.
 type CallOptions struct {
 	// Sessions is how many calls run at once, each its own conversation.
@@ -102,7 +98,7 @@ func Call(ctx context.Context, natsURL string, db *mongo.Database, out io.Writer
 		return fmt.Errorf("simulate call: %w", err)
 	}
 	if natsURL == "" {
-		return ErrCallNoNATS
+		return fmt.Errorf("simulate call: %w", ErrNoNATS)
 	}
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()

@@ -1,12 +1,17 @@
 package simulate
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/jetfn/jetfn/natsconn"
 )
+
+// ErrNoNATS is returned by a simulation without a NATS URL: it needs a
+// stack to play against.
+var ErrNoNATS = errors.New("needs NATS_URL")
 
 // connect opens a connection of the simulation's own (to watch for what
 // jetfn announces) with the same settings as its publisher.

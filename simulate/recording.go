@@ -25,9 +25,6 @@ import (
 // letters and `nats micro stats`).
 var ErrRecordingNotProcessed = errors.New("recording events not processed before the timeout")
 
-// ErrRecordingNoNATS is returned by Recording without a NATS URL.
-var ErrRecordingNoNATS = errors.New("simulate recording needs NATS_URL")
-
 // RecordingOptions shapes a simulated recording. Start from
 // DefaultRecordingOptions.
 type RecordingOptions struct {
@@ -66,7 +63,7 @@ func Recording(ctx context.Context, natsURL string, db *mongo.Database, out io.W
 		return err
 	}
 	if natsURL == "" {
-		return ErrRecordingNoNATS
+		return fmt.Errorf("simulate recording: %w", ErrNoNATS)
 	}
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()

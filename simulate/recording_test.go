@@ -108,7 +108,7 @@ func TestRecordingWithoutFunction(t *testing.T) {
 	if !errors.Is(err, simulate.ErrRecordingNotProcessed) || !strings.Contains(err.Error(), "0 of 7 notices") {
 		t.Fatalf("without the function: %v, want ErrRecordingNotProcessed after 0 of 7 notices", err)
 	}
-	if err := simulate.Recording(context.Background(), "", nil, &bytes.Buffer{}, opts); !errors.Is(err, simulate.ErrRecordingNoNATS) {
-		t.Fatalf("without a URL: %v, want ErrRecordingNoNATS", err)
+	if err := simulate.Recording(context.Background(), "", nil, &bytes.Buffer{}, opts); !errors.Is(err, simulate.ErrNoNATS) {
+		t.Fatalf("without a URL: %v, want ErrNoNATS", err)
 	}
 }
