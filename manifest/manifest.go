@@ -102,8 +102,13 @@ type FunctionSpec struct {
 	// Prefetch is how many pulled messages may wait for a free worker.
 	// Absent, the runtime derives it from the measured handling rate (at
 	// most DefaultMaxPrefetch); 0 pulls only for free workers.
-	Prefetch      *int `yaml:"prefetch"`
-	MaxAckPending int  `yaml:"maxAckPending"`
+	Prefetch *int `yaml:"prefetch"`
+	// PriorityHeader names a header: a message carrying it (with any value
+	// but empty) is handed to a worker before every message without it
+	// that waits in the buffer. Messages already running are not
+	// interrupted, and nothing waits on the server for it.
+	PriorityHeader string `yaml:"priorityHeader"`
+	MaxAckPending  int    `yaml:"maxAckPending"`
 	// MaxPayload is the largest payload in bytes the function accepts
 	// (default 1 MiB); a larger one is dead-lettered without being decoded.
 	MaxPayload int `yaml:"maxPayload"`

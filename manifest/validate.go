@@ -17,6 +17,10 @@ var semVer = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)` +
 // NATS micro accepts for service names.
 var natsName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
+// headerName is an HTTP header field name (RFC 9110 token), which NATS
+// headers follow.
+var headerName = regexp.MustCompile("^[!#$%&'*+\\-.^_`|~0-9A-Za-z]+$")
+
 // Validate checks the manifest against itself and against the functions
 // compiled into this binary. It reports every problem at once, each a
 // *Problem naming the field and, for a parsed manifest, its line, so one run
@@ -190,6 +194,10 @@ func (m *Manifest) validateFunction(fat place, f *FunctionSpec, add problemFunc)
 	}
 	if f.Prefetch != nil && *f.Prefetch < 0 {
 		add(fat.Key("prefetch"), "%d must not be negative", *f.Prefetch)
+	}
+	if f.PriorityHeader != "" && !headerName.MatchString(f.PriorityHeader) {
+		add(fat.Key("priorityHeader"), "%q is not a header name: letters, digits and !#$%%&'*+-.^_`|~ only, no spaces or colons",
+			f.PriorityHeader)
 	}
 	if f.MaxAckPending < f.Concurrency {
 		add(fat.Key("maxAckPending"), "%d is below concurrency %d", f.MaxAckPending, f.Concurrency)

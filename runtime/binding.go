@@ -75,7 +75,7 @@ func (b *binding) run(ctx context.Context, drainTimeout time.Duration) {
 	handlerCtx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHandlers()
 	w := &workers{b: b, stopping: ctx, handlerCtx: handlerCtx, credits: newCredits(),
-		handoff: newHandoff(b.spec.Concurrency+b.maxPrefetch(), b.spec.Concurrency)}
+		handoff: newHandoff(b.spec.Concurrency+b.maxPrefetch(), b.spec.Concurrency).prioritize(b.spec.PriorityHeader)}
 	for slot := range b.spec.Concurrency {
 		w.start(slot)
 	}

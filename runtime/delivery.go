@@ -241,6 +241,11 @@ type handoff struct {
 	// workers is the binding's concurrency: with that many messages behind
 	// a delivery, or with a single worker, it is buffered without waiting.
 	workers int
+	// urgent holds the buffered deliveries that carry priorityHeader
+	// (manifest priorityHeader): workers take them before the buffer's.
+	// Nil, and never read, without one.
+	urgent         chan *delivery
+	priorityHeader string
 }
 
 func newHandoff(capacity, workers int) *handoff {
@@ -248,7 +253,23 @@ func newHandoff(capacity, workers int) *handoff {
 		direct: make(chan *delivery), spill: make(chan struct{}), workers: workers}
 }
 
+// prioritize makes deliveries carrying header (any value but empty) go
+// before every other buffered one. Set before the first give.
+func (h *handoff) prioritize(header string) *handoff {
+	if header != "" {
+		h.urgent, h.priorityHeader = make(chan *delivery, cap(h.buffer)), header
+	}
+	return h
+}
+
+// isUrgent reports whether d carries the priority header.
+func (h *handoff) isUrgent(d *delivery) bool {
+	return h.urgent != nil && d.msg != nil && d.msg.Header.Get(h.priorityHeader) != ""
+}
+
 // give hands d to a worker, or to the buffer, in this order:
+//   - if it carries the priority header, to a worker already waiting, else
+//     to the urgent queue, which workers empty before the buffer;
 //   - after a release, to the buffer, until a delivery comes with nothing
 //     behind it;
 //   - while the buffer is empty, to a worker already waiting;
@@ -265,6 +286,14 @@ func newHandoff(capacity, workers int) *handoff {
 // buffer was full (stragglers) and the run is stopping, so the caller must
 // return it.
 func (h *handoff) give(d *delivery, stopping <-chan struct{}, behind func(*delivery) int) bool {
+	if h.isUrgent(d) {
+		select {
+		case h.direct <- d: // a worker was waiting
+			return true
+		default:
+			return queueOrStop(h.urgent, d, stopping) // before everything buffered
+		}
+	}
 	if h.flush.Load() {
 		if behind(d) <= 0 {
 			h.flush.Store(false) // what queued before the release is through
@@ -294,23 +323,44 @@ func (h *handoff) give(d *delivery, stopping <-chan struct{}, behind func(*deliv
 // buffer is closed then (a send that waited on it panicked, in the middle
 // of the drain).
 func (h *handoff) bufferOrStop(d *delivery, stopping <-chan struct{}) bool {
+	return queueOrStop(h.buffer, d, stopping)
+}
+
+// queueOrStop sends d on queue, the buffer or the urgent queue, as
+// bufferOrStop describes.
+func queueOrStop(queue chan *delivery, d *delivery, stopping <-chan struct{}) bool {
 	select {
-	case h.buffer <- d:
+	case queue <- d:
 		return true
 	default:
 	}
 	select {
-	case h.buffer <- d:
+	case queue <- d:
 		return true
 	case <-stopping:
 		return false
 	}
 }
 
-// take waits for the next delivery; false once the buffer is closed.
+// take waits for the next delivery, an urgent one first; false once the
+// buffer is closed and nothing urgent is left.
 func (h *handoff) take() (*delivery, bool) {
 	select {
+	case d := <-h.urgent:
+		return d, true
+	default:
+	}
+	select {
+	case d := <-h.urgent:
+		return d, true
 	case d, ok := <-h.buffer:
+		if !ok {
+			select {
+			case d := <-h.urgent:
+				return d, true
+			default:
+			}
+		}
 		return d, ok
 	case d := <-h.direct:
 		return d, true
@@ -327,8 +377,8 @@ func (h *handoff) release() {
 	}
 }
 
-// buffered is how many deliveries wait in the buffer.
-func (h *handoff) buffered() int { return len(h.buffer) }
+// buffered is how many deliveries wait in the buffer, urgent ones too.
+func (h *handoff) buffered() int { return len(h.buffer) + len(h.urgent) }
 
 // close ends the workers' takes once the buffer is empty. Nothing may give
 // after it: it is called once the puller's subscription has ended (stop

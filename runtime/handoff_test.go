@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/jetfn/jetfn/runtime/runtimetest"
+	"github.com/nats-io/nats.go"
 )
 
 // TestHandoffReleaseBuffers: a give that waits for a worker ends when it is
@@ -202,3 +203,42 @@ func takeDirect(t *testing.T, h *handoff, what string) *delivery {
 
 // queued is a give's count of the messages behind, fixed at n.
 func queued(n int) func(*delivery) int { return func(*delivery) int { return n } }
+
+// TestHandoffPriority: buffered deliveries that carry the priority header
+// are taken before the others, each kind in the order it came, and after
+// close what is urgent is still taken before take reports the end.
+func TestHandoffPriority(t *testing.T) {
+	h := newHandoff(8, 1).prioritize("Urgent")
+	msg := func(urgent bool) *delivery {
+		m := nats.NewMsg("test.in")
+		if urgent {
+			m.Header.Set("Urgent", "1")
+		}
+		return &delivery{msg: m}
+	}
+	n1, u1, n2, u2, n3 := msg(false), msg(true), msg(false), msg(true), msg(false)
+	for _, d := range []*delivery{n1, u1, n2, u2, n3} {
+		if !h.give(d, nil, queued(0)) {
+			t.Fatal("give refused a delivery")
+		}
+	}
+	if n := h.buffered(); n != 5 {
+		t.Fatalf("buffered = %d, want 5", n)
+	}
+	for i, want := range []*delivery{u1, u2, n1} {
+		if d, ok := h.take(); !ok || d != want {
+			t.Fatalf("take %d: got another delivery (ok %v), want urgent first, then in order", i+1, ok)
+		}
+	}
+	u3 := msg(true)
+	h.give(u3, nil, queued(0))
+	h.close()
+	for i, want := range []*delivery{u3, n2, n3} {
+		if d, ok := h.take(); !ok || d != want {
+			t.Fatalf("take %d after close: got another delivery (ok %v)", i+4, ok)
+		}
+	}
+	if _, ok := h.take(); ok {
+		t.Fatal("take after close and empty returned a delivery")
+	}
+}
