@@ -108,7 +108,11 @@ type FunctionSpec struct {
 	// that waits in the buffer. Messages already running are not
 	// interrupted, and nothing waits on the server for it.
 	PriorityHeader string `yaml:"priorityHeader"`
-	MaxAckPending  int    `yaml:"maxAckPending"`
+	// RateLimit is the most messages the function handles per period, all
+	// its instances together ("100/s"): jetfn pulls no faster, so a
+	// message waits on the server, where its ack wait does not run.
+	RateLimit     *Rate `yaml:"rateLimit"`
+	MaxAckPending int   `yaml:"maxAckPending"`
 	// MaxPayload is the largest payload in bytes the function accepts
 	// (default 1 MiB); a larger one is dead-lettered without being decoded.
 	MaxPayload int `yaml:"maxPayload"`

@@ -131,6 +131,9 @@ func (m *Manifest) Permissions(o PermissionOptions) Permissions {
 		sub.add("$SRV.*."+f.Name, "$SRV.*."+f.Name+".*", StatusSubject(f.Name), RunsSubject(f.Name))
 		pub.add(positionSubjects(f, o.Provision)...)
 		pub.add(attemptSubjects(f)...)
+		if f.RateLimit != nil {
+			pub.add(rateSubjects(f, o.Provision)...)
+		}
 		if o.Provision {
 			pub.add("$JS.API.CONSUMER.CREATE."+s+"."+d, "$JS.API.CONSUMER.CREATE."+s+"."+d+".>")
 			pub.add(backfillSubjects(f)...)
@@ -212,6 +215,19 @@ func backfillSubjects(f FunctionSpec) []string {
 func attemptSubjects(f FunctionSpec) []string {
 	stream, keys := "KV_"+AttemptsBucket, "$KV."+AttemptsBucket+"."+f.Name+"."+f.Stream+".>"
 	return []string{"$JS.API.STREAM.INFO." + stream, keys, "$JS.API.DIRECT.GET." + stream + "." + keys}
+}
+
+// rateSubjects are what a rate-limited function's shared schedule needs:
+// the bucket's info, a direct get and a compare-and-set put of its key,
+// and with provisioning the bucket's creation (after $JS.API.INFO, which
+// positionSubjects grants).
+func rateSubjects(f FunctionSpec, provision bool) []string {
+	stream, key := "KV_"+RatesBucket, "$KV."+RatesBucket+"."+f.Name
+	out := []string{"$JS.API.STREAM.INFO." + stream, key, "$JS.API.DIRECT.GET." + stream + "." + key}
+	if provision {
+		out = append(out, "$JS.API.STREAM.CREATE."+stream)
+	}
+	return out
 }
 
 // positionSubjects are what recording f's consumer position needs (the

@@ -36,6 +36,7 @@ func TestManifestSchemaAgreesWithLoader(t *testing.T) {
 		{"unknown storage", "    subjects: [\"deadletter.>\"]", "    subjects: [\"deadletter.>\"]\n    storage: ssd"},
 		{"too many replicas", "    subjects: [\"deadletter.>\"]", "    subjects: [\"deadletter.>\"]\n    replicas: 7"},
 		{"negative concurrency", "    concurrency: 4", "    concurrency: -1"},
+		{"rate limit without a period", "    concurrency: 4", "    concurrency: 4\n    rateLimit: \"100\""},
 		{"priority header with a space", "    concurrency: 4", "    concurrency: 4\n    priorityHeader: \"Very Urgent\""},
 		{"negative maxRetryAfter", "    concurrency: 4", "    concurrency: 4\n    maxRetryAfter: -1s"},
 		{"stream name with a dot", "name: DEADLETTER", "name: DEAD.LETTER"},

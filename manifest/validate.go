@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 )
 
 // semVer is the pattern from semver.org; NATS micro refuses other versions.
@@ -198,6 +199,9 @@ func (m *Manifest) validateFunction(fat place, f *FunctionSpec, add problemFunc)
 	if f.PriorityHeader != "" && !headerName.MatchString(f.PriorityHeader) {
 		add(fat.Key("priorityHeader"), "%q is not a header name: letters, digits and !#$%%&'*+-.^_`|~ only, no spaces or colons",
 			f.PriorityHeader)
+	}
+	if r := f.RateLimit; r != nil && (r.N < 1 || r.Per < time.Millisecond) {
+		add(fat.Key("rateLimit"), "%s: want at least 1 message per at least 1ms", r)
 	}
 	if f.MaxAckPending < f.Concurrency {
 		add(fat.Key("maxAckPending"), "%d is below concurrency %d", f.MaxAckPending, f.Concurrency)

@@ -62,6 +62,8 @@ var perFunctionMetrics = []perFunction{
 		func(s wire.Stats) uint64 { return s.Abandoned }),
 	gauge("jetfn_abandoned_running", "Abandoned handler runs that have not returned yet.",
 		func(s wire.Stats) float64 { return float64(s.AbandonedRunning) }),
+	gauge("jetfn_rate_held", "Messages the function's rateLimit holds back on the server now (0 without one).",
+		func(s wire.Stats) float64 { return float64(s.RateHeld) }),
 	remoteGauge("jetfn_remote_instances",
 		"Micro service instances the last discovery found serving a remote function's endpoint.",
 		func(s wire.Stats) float64 { return float64(s.RemoteInstances) }),

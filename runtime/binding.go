@@ -43,6 +43,8 @@ type binding struct {
 	refusal *atomic.Pointer[string]
 	// attempts counts the handler runs of redelivered messages.
 	attempts *attemptStore
+	// rate paces the pulls (manifest rateLimit); nil without one.
+	rate *rateLimiter
 	// scope is the name its output and dead-letter IDs are scoped by
 	// (scope.go), shared with its Publisher.
 	scope *idScope
@@ -127,6 +129,14 @@ func (b *binding) pull(ctx context.Context, p *puller, w *workers) {
 		free := w.credits.take(limit, enough)
 		if free == 0 {
 			return
+		}
+		if b.rate != nil {
+			// Not asked for yet: the credits go back while the rate holds
+			// them, so the pull watch sees nothing outstanding.
+			w.credits.giveBack(free)
+			if free = w.credits.takeNow(limit, b.rate.acquire(ctx, free)); free == 0 {
+				continue
+			}
 		}
 		p.ask(ctx, free)
 	}

@@ -73,6 +73,23 @@ func (c *credits) take(limit func() int, enough func(free, limit, outstanding in
 	return 0
 }
 
+// takeNow takes up to n free credits under limit without waiting (none
+// once the credits are closed).
+func (c *credits) takeNow(limit func() int, n int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return 0
+	}
+	n = min(n, limit()-c.inUse)
+	if n <= 0 {
+		return 0
+	}
+	c.inUse += n
+	c.outstanding += n
+	return n
+}
+
 // close ends the pulling: take returns 0 from now on.
 func (c *credits) close() {
 	c.mu.Lock()

@@ -52,6 +52,9 @@ type Runtime struct {
 	// attempts records handler runs of redelivered messages
 	// (attempts.go); opened by Run.
 	attempts *attemptStore
+	// rates holds the rate-limited functions' schedules (ratelimit.go).
+	ratesMu sync.Mutex
+	rates   jetstream.KeyValue
 	// deployed is the manifest digest and deployment revision running, for
 	// every function's status.
 	deployed deployed
@@ -347,8 +350,25 @@ func (r *Runtime) connect(ctx context.Context, b *binding, m *manifest.Manifest)
 	b.consumer.scope = b.scope
 	b.consumer.record(ctx)
 	b.consumer.onAckWait = b.followServerAckWait
+	if spec.RateLimit != nil {
+		b.rate = newRateLimiter(*spec.RateLimit, r.ratesBucket(ctx, m), spec.Name, b.log)
+	}
 	b.bf, err = r.bindBackfill(ctx, b, stream, m)
 	return err
+}
+
+// ratesBucket is manifest.RatesBucket, opened (or created) by the first
+// rate-limited binding; nil while it cannot be had, and asked again by the
+// next.
+func (r *Runtime) ratesBucket(ctx context.Context, m *manifest.Manifest) jetstream.KeyValue {
+	r.ratesMu.Lock()
+	defer r.ratesMu.Unlock()
+	if r.rates == nil {
+		r.rates = openBookkeeping(ctx, r.js, m, jetstream.KeyValueConfig{Bucket: manifest.RatesBucket, TTL: 24 * time.Hour,
+			Description: "jetfn: each rate-limited function's schedule, shared by its instances"}, !r.opts.noProvision, r.opts.log,
+			"rate limits are kept per instance, not per function: N instances may handle N times the rate")
+	}
+	return r.rates
 }
 
 // provisionStreams creates or updates the streams. Without provisioning

@@ -88,6 +88,9 @@ func (b *binding) status() wire.Stats {
 		}
 	}
 	s.Concurrency = b.spec.Concurrency
+	if b.rate != nil {
+		s.RateLimit, s.RateHeld = b.spec.RateLimit.String(), b.rate.held.Load()
+	}
 	b.deployed.fill(&s)
 	if b.remote != nil {
 		b.remote.fill(&s)

@@ -47,6 +47,11 @@ type Stats struct {
 	AbandonedRunning int64  `json:"abandoned_running"`
 	// Concurrency is the function's worker count, to read the two above.
 	Concurrency int `json:"concurrency"`
+	// RateLimit is the function's rateLimit ("100/s"), if it has one;
+	// RateHeld how many messages the rate holds back on the server now
+	// (the free worker and buffer places the puller may not yet ask for).
+	RateLimit string `json:"rate_limit,omitempty"`
+	RateHeld  int64  `json:"rate_held,omitempty"`
 	// ConsumerError is set while the function's durable consumer (or its
 	// stream) is missing on the server; nothing is handled meanwhile.
 	ConsumerError string `json:"consumer_error,omitempty"`

@@ -1,0 +1,151 @@
+package runtime
+
+// Rate limit (manifest rateLimit): the puller asks for no more messages
+// than the function's rate allows, all its instances together, so a
+// message the rate holds back waits on the server, where its ack wait does
+// not run, instead of in a buffer.
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetfn/jetfn/manifest"
+)
+
+// rateBurstWindow is how much of the allowance one grant may take: a
+// tenth of a second's worth (at least one message), so the instances share
+// the schedule with a few KV updates a second, not one a message.
+const rateBurstWindow = 100 * time.Millisecond
+
+// pace is a rate's schedule arithmetic (GCRA): messages are spaced an
+// interval apart, and a schedule left idle holds at most burst of them.
+type pace struct {
+	interval time.Duration
+	burst    int
+}
+
+func newPace(r manifest.Rate) pace {
+	interval := r.Interval()
+	return pace{interval: interval, burst: max(1, int(rateBurstWindow/max(interval, 1)))}
+}
+
+// grant takes up to want messages at now from a schedule whose next free
+// slot is next (unix nanoseconds): how many, the schedule's new next slot,
+// and, when none is free yet, how long until one is.
+func (p pace) grant(next, now int64, want int) (n int, newNext int64, wait time.Duration) {
+	iv := int64(p.interval)
+	if earliest := now - int64(p.burst-1)*iv; next < earliest {
+		next = earliest // an idle schedule saves up no more than a burst
+	}
+	if next > now {
+		return 0, next, time.Duration(next - now)
+	}
+	n = min(want, p.burst, int((now-next)/iv)+1)
+	return n, next + int64(n)*iv, 0
+}
+
+// rateLimiter paces one binding's pulls. Its schedule is the function's
+// key in manifest.RatesBucket, shared by every instance (a compare-and-set
+// per grant); without the bucket it paces this instance alone.
+type rateLimiter struct {
+	pace pace
+	kv   jetstream.KeyValue
+	key  string
+	log  *slog.Logger
+	// mu orders the grants of the function's main and backfill pullers,
+	// which share the limiter; local is the schedule without a bucket.
+	mu    sync.Mutex
+	local int64
+	// held is how many messages the rate holds back now: the credits the
+	// puller had free when it began to wait (stats: rate_held).
+	held    atomic.Int64
+	failing bool
+}
+
+func newRateLimiter(r manifest.Rate, kv jetstream.KeyValue, function string, log *slog.Logger) *rateLimiter {
+	return &rateLimiter{pace: newPace(r), kv: kv, key: function, log: log}
+}
+
+// acquire waits until the rate lets at least one message be pulled and
+// returns how many of want may be, or 0 once ctx is done.
+func (l *rateLimiter) acquire(ctx context.Context, want int) int {
+	for ctx.Err() == nil {
+		n, wait := l.grant(ctx, want)
+		if n > 0 {
+			return n
+		}
+		l.held.Store(int64(want))
+		pause(ctx, wait)
+		l.held.Store(0)
+	}
+	return 0
+}
+
+// grant takes from the schedule what it allows now.
+func (l *rateLimiter) grant(ctx context.Context, want int) (int, time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.kv == nil {
+		n, next, wait := l.pace.grant(l.local, time.Now().UnixNano(), want)
+		l.local = next
+		return n, wait
+	}
+	for range 5 { // a compare-and-set: other instances take from it too
+		next, rev, err := l.read(ctx)
+		if err != nil {
+			return 0, l.failed(err)
+		}
+		n, newNext, wait := l.pace.grant(next, time.Now().UnixNano(), want)
+		if n == 0 {
+			return 0, wait
+		}
+		value := []byte(strconv.FormatInt(newNext, 10))
+		if rev == 0 {
+			_, err = l.kv.Create(ctx, l.key, value)
+		} else {
+			_, err = l.kv.Update(ctx, l.key, value, rev)
+		}
+		if err == nil {
+			l.failed(nil)
+			return n, 0
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return 0, l.failed(err)
+		}
+	}
+	return 0, l.pace.interval // busy with other instances: the next slot
+}
+
+// read is the schedule's next slot and its revision (0: no schedule yet).
+func (l *rateLimiter) read(ctx context.Context) (next int64, rev uint64, err error) {
+	e, err := l.kv.Get(ctx, l.key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return 0, 0, nil
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	next, err = strconv.ParseInt(string(e.Value()), 10, 64)
+	if err != nil {
+		return 0, e.Revision(), nil // unreadable: start the schedule again
+	}
+	return next, e.Revision(), nil
+}
+
+// failed logs the first of a run of failures, and says how long to wait
+// before trying again: nothing is pulled while the schedule cannot be read,
+// since the rate could not be kept.
+func (l *rateLimiter) failed(err error) time.Duration {
+	if err != nil && !l.failing {
+		l.log.Warn("reading the rate limit's schedule; nothing is pulled until it can be", "bucket", manifest.RatesBucket, "err", err)
+	}
+	l.failing = err != nil
+	return time.Second
+}
