@@ -111,8 +111,12 @@ type FunctionSpec struct {
 	// RateLimit is the most messages the function handles per period, all
 	// its instances together ("100/s"): jetfn pulls no faster, so a
 	// message waits on the server, where its ack wait does not run.
-	RateLimit     *Rate `yaml:"rateLimit"`
-	MaxAckPending int   `yaml:"maxAckPending"`
+	RateLimit *Rate `yaml:"rateLimit"`
+	// Singleton makes one instance at a time pull the function's messages;
+	// the others stand by, and one takes over within a few seconds when
+	// the active one drains or dies.
+	Singleton     bool `yaml:"singleton"`
+	MaxAckPending int  `yaml:"maxAckPending"`
 	// MaxPayload is the largest payload in bytes the function accepts
 	// (default 1 MiB); a larger one is dead-lettered without being decoded.
 	MaxPayload int `yaml:"maxPayload"`

@@ -132,7 +132,10 @@ func (m *Manifest) Permissions(o PermissionOptions) Permissions {
 		pub.add(positionSubjects(f, o.Provision)...)
 		pub.add(attemptSubjects(f)...)
 		if f.RateLimit != nil {
-			pub.add(rateSubjects(f, o.Provision)...)
+			pub.add(sharedKeySubjects(RatesBucket, f, o.Provision)...)
+		}
+		if f.Singleton {
+			pub.add(sharedKeySubjects(LeasesBucket, f, o.Provision)...)
 		}
 		if o.Provision {
 			pub.add("$JS.API.CONSUMER.CREATE."+s+"."+d, "$JS.API.CONSUMER.CREATE."+s+"."+d+".>")
@@ -217,12 +220,13 @@ func attemptSubjects(f FunctionSpec) []string {
 	return []string{"$JS.API.STREAM.INFO." + stream, keys, "$JS.API.DIRECT.GET." + stream + "." + keys}
 }
 
-// rateSubjects are what a rate-limited function's shared schedule needs:
-// the bucket's info, a direct get and a compare-and-set put of its key,
-// and with provisioning the bucket's creation (after $JS.API.INFO, which
+// sharedKeySubjects are what the function's key in a bucket its instances
+// share (a rate limit's schedule, a singleton's lease) needs: the bucket's
+// info, a direct get and a compare-and-set put of the key, and with
+// provisioning the bucket's creation (after $JS.API.INFO, which
 // positionSubjects grants).
-func rateSubjects(f FunctionSpec, provision bool) []string {
-	stream, key := "KV_"+RatesBucket, "$KV."+RatesBucket+"."+f.Name
+func sharedKeySubjects(bucket string, f FunctionSpec, provision bool) []string {
+	stream, key := "KV_"+bucket, "$KV."+bucket+"."+f.Name
 	out := []string{"$JS.API.STREAM.INFO." + stream, key, "$JS.API.DIRECT.GET." + stream + "." + key}
 	if provision {
 		out = append(out, "$JS.API.STREAM.CREATE."+stream)

@@ -7,6 +7,10 @@ import (
 	"time"
 )
 
+// LeasesBucket is the KV bucket that holds each singleton function's
+// lease: which instance pulls its messages now, and until when.
+const LeasesBucket = "jetfn-leases"
+
 // RatesBucket is the KV bucket that holds each rate-limited function's
 // schedule, shared by all its instances, so a rate limit holds for the
 // function, not for each instance.

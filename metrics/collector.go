@@ -12,8 +12,8 @@ type perFunction struct {
 	desc  *prometheus.Desc
 	kind  prometheus.ValueType
 	value func(wire.Stats) float64
-	// remoteOnly metrics are exported for remote functions alone.
-	remoteOnly bool
+	// only, when set, says which functions have the metric at all.
+	only func(wire.Stats) bool
 }
 
 func counter(name, help string, value func(wire.Stats) uint64) perFunction {
@@ -26,9 +26,10 @@ func gauge(name, help string, value func(wire.Stats) float64) perFunction {
 		kind: prometheus.GaugeValue, value: value}
 }
 
+// remoteGauge is a gauge of remote functions alone.
 func remoteGauge(name, help string, value func(wire.Stats) float64) perFunction {
 	g := gauge(name, help, value)
-	g.remoteOnly = true
+	g.only = func(s wire.Stats) bool { return s.Remote != "" }
 	return g
 }
 
@@ -64,6 +65,10 @@ var perFunctionMetrics = []perFunction{
 		func(s wire.Stats) float64 { return float64(s.AbandonedRunning) }),
 	gauge("jetfn_rate_held", "Messages the function's rateLimit holds back on the server now (0 without one).",
 		func(s wire.Stats) float64 { return float64(s.RateHeld) }),
+	{desc: prometheus.NewDesc("jetfn_singleton_active", "For a singleton function: 1 on the instance that pulls its messages now, 0 on those standing by.",
+		[]string{"function"}, nil), kind: prometheus.GaugeValue,
+		value: func(s wire.Stats) float64 { return boolGauge(s.Singleton == "active") },
+		only:  func(s wire.Stats) bool { return s.Singleton != "" }},
 	remoteGauge("jetfn_remote_instances",
 		"Micro service instances the last discovery found serving a remote function's endpoint.",
 		func(s wire.Stats) float64 { return float64(s.RemoteInstances) }),
@@ -95,7 +100,7 @@ func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descOutcomes, prometheus.CounterValue, float64(v), s.Function, outcome)
 		}
 		for _, m := range perFunctionMetrics {
-			if m.remoteOnly && s.Remote == "" {
+			if m.only != nil && !m.only(s) {
 				continue
 			}
 			ch <- prometheus.MustNewConstMetric(m.desc, m.kind, m.value(s), s.Function)

@@ -198,7 +198,7 @@ func (b *binding) backfillBinding(c jetstream.Consumer, rng backfillRange) *bind
 	spec.Durable, spec.Subject, spec.Subjects = cfg.Durable, "", filtersOf(cfg)
 	bf := &binding{spec: spec, handler: b.handler, js: b.js, dlSubject: b.dlSubject,
 		ackPrefix: ackPrefix(spec.Stream, spec.Durable), stats: b.stats, log: b.log.With("backfill_consumer", spec.Durable),
-		bufferBeats: b.bufferBeats, observe: b.observe, refusal: b.refusal, deployed: b.deployed, remote: b.remote, trace: b.trace, runs: b.runs, scope: b.scope, attempts: b.attempts, rate: b.rate,
+		bufferBeats: b.bufferBeats, observe: b.observe, refusal: b.refusal, deployed: b.deployed, remote: b.remote, trace: b.trace, runs: b.runs, scope: b.scope, attempts: b.attempts, rate: b.rate, lease: b.lease,
 		backfill: &rng, main: b}
 	bf.heartbeat.Store(b.heartbeat.Load())
 	return bf

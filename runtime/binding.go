@@ -45,6 +45,9 @@ type binding struct {
 	attempts *attemptStore
 	// rate paces the pulls (manifest rateLimit); nil without one.
 	rate *rateLimiter
+	// lease lets one instance at a time pull (manifest singleton); nil
+	// without it. A backfill binding shares its function's.
+	lease *lease
 	// scope is the name its output and dead-letter IDs are scoped by
 	// (scope.go), shared with its Publisher.
 	scope *idScope
@@ -87,6 +90,11 @@ func (b *binding) run(ctx context.Context, drainTimeout time.Duration) {
 	var keepers sync.WaitGroup
 	keepers.Go(func() { b.keepAlive(keepCtx, w) })
 	keepers.Go(func() { b.consumer.watch(keepCtx) })
+	if b.lease != nil && b.main == nil {
+		// Released once the drain is over: until then this instance
+		// still handles what it pulled.
+		keepers.Go(func() { b.lease.keep(keepCtx) })
+	}
 	if b.bf != nil {
 		keepers.Go(func() { b.bf.runBackfill(ctx, drainTimeout) })
 	}
@@ -126,9 +134,16 @@ func (b *binding) pull(ctx context.Context, p *puller, w *workers) {
 		return 2*free >= limit || w.handoff.buffered() == 0 && outstanding == 0
 	}
 	for {
+		if b.lease != nil {
+			b.lease.await(ctx) // a standby pulls nothing
+		}
 		free := w.credits.take(limit, enough)
 		if free == 0 {
 			return
+		}
+		if b.lease != nil && !b.lease.held.Load() {
+			w.credits.giveBack(free) // lost while waiting for credits
+			continue
 		}
 		if b.rate != nil {
 			// Not asked for yet: the credits go back while the rate holds

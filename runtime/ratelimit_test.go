@@ -107,23 +107,26 @@ func TestRateLimitSharedByInstances(t *testing.T) {
 	}
 }
 
-// TestRateLimitUnderProvisionPermissions: a rate-limited function run as a
-// user with the --provision permissions on an empty server creates the
-// rates bucket, keeps its schedule there, and meets no refusal.
-func TestRateLimitUnderProvisionPermissions(t *testing.T) {
-	m := testManifest(t, "    ackWait: 300ms\n    heartbeat: 100ms\n    maxDeliver: 2\n    concurrency: 3\n    rateLimit: 50/s\n"+
+// TestSharedBucketsUnderProvisionPermissions: a rate-limited singleton
+// function run as a user with the --provision permissions on an empty
+// server creates the rates and leases buckets, keeps its schedule and its
+// lease there, and meets no refusal.
+func TestSharedBucketsUnderProvisionPermissions(t *testing.T) {
+	m := testManifest(t, "    ackWait: 300ms\n    heartbeat: 100ms\n    maxDeliver: 2\n    concurrency: 3\n    rateLimit: 50/s\n    singleton: true\n"+
 		"    outputs:\n      - subject: test.out\n        stream: TEST\n")
 	if err := m.Validate([]string{"fn"}); err != nil {
 		t.Fatal(err)
 	}
 	p := startPermsCase(t, m, m.Permissions(manifest.PermissionOptions{Provision: true}), true)
 	runtimetest.Eventually(t, 20*time.Second, "outputs", func() bool { return p.outputs() == 2 })
-	kv, err := p.env.js.KeyValue(context.Background(), manifest.RatesBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kv.Get(context.Background(), "fn"); err != nil {
-		t.Fatalf("the function's schedule in %s: %v", manifest.RatesBucket, err)
+	for _, bucket := range []string{manifest.RatesBucket, manifest.LeasesBucket} {
+		kv, err := p.env.js.KeyValue(context.Background(), bucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kv.Get(context.Background(), "fn"); err != nil {
+			t.Fatalf("the function's key in %s: %v", bucket, err)
+		}
 	}
 	if v := p.log.Violations(); len(v) > 0 {
 		t.Fatalf("permission violations with the --provision permissions: %v\n%s", v, p.log.String())

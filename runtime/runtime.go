@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -52,9 +53,12 @@ type Runtime struct {
 	// attempts records handler runs of redelivered messages
 	// (attempts.go); opened by Run.
 	attempts *attemptStore
-	// rates holds the rate-limited functions' schedules (ratelimit.go).
-	ratesMu sync.Mutex
-	rates   jetstream.KeyValue
+	// shared holds the buckets of rate limits (ratelimit.go) and singleton
+	// leases (singleton.go), by name, once opened.
+	sharedMu sync.Mutex
+	shared   map[string]jetstream.KeyValue
+	// instance names this runtime as a singleton lease's holder.
+	instance string
 	// deployed is the manifest digest and deployment revision running, for
 	// every function's status.
 	deployed deployed
@@ -198,7 +202,8 @@ func New(nc *nats.Conn, m *manifest.Manifest, functions []jetfn.Function, opts .
 		byName[f.Name] = f.New
 	}
 	r := &Runtime{nc: nc, js: js, manifest: m, functions: byName, registry: functions, opts: o,
-		ready: make(chan struct{}), probeNow: make(chan struct{}, 1)}
+		ready: make(chan struct{}), probeNow: make(chan struct{}, 1),
+		shared: map[string]jetstream.KeyValue{}, instance: rand.Text()}
 	r.deployed.setDigest(m.Digest)
 	return r, nil
 }
@@ -351,24 +356,29 @@ func (r *Runtime) connect(ctx context.Context, b *binding, m *manifest.Manifest)
 	b.consumer.record(ctx)
 	b.consumer.onAckWait = b.followServerAckWait
 	if spec.RateLimit != nil {
-		b.rate = newRateLimiter(*spec.RateLimit, r.ratesBucket(ctx, m), spec.Name, b.log)
+		b.rate = newRateLimiter(*spec.RateLimit, r.sharedBucket(ctx, m, jetstream.KeyValueConfig{Bucket: manifest.RatesBucket,
+			TTL: 24 * time.Hour, Description: "jetfn: each rate-limited function's schedule, shared by its instances"},
+			"rate limits are kept per instance, not per function: N instances may handle N times the rate"), spec.Name, b.log)
+	}
+	if spec.Singleton {
+		b.lease = newLease(r.sharedBucket(ctx, m, jetstream.KeyValueConfig{Bucket: manifest.LeasesBucket,
+			Description: "jetfn: which instance pulls each singleton function's messages"},
+			"singleton leases are not kept: every instance pulls a singleton function's messages"), spec.Name, r.instance, b.log)
 	}
 	b.bf, err = r.bindBackfill(ctx, b, stream, m)
 	return err
 }
 
-// ratesBucket is manifest.RatesBucket, opened (or created) by the first
-// rate-limited binding; nil while it cannot be had, and asked again by the
-// next.
-func (r *Runtime) ratesBucket(ctx context.Context, m *manifest.Manifest) jetstream.KeyValue {
-	r.ratesMu.Lock()
-	defer r.ratesMu.Unlock()
-	if r.rates == nil {
-		r.rates = openBookkeeping(ctx, r.js, m, jetstream.KeyValueConfig{Bucket: manifest.RatesBucket, TTL: 24 * time.Hour,
-			Description: "jetfn: each rate-limited function's schedule, shared by its instances"}, !r.opts.noProvision, r.opts.log,
-			"rate limits are kept per instance, not per function: N instances may handle N times the rate")
+// sharedBucket is a bucket the instances of some functions share (rates,
+// leases), opened (or created) by the first binding that needs it; nil
+// while it cannot be had, and asked again by the next.
+func (r *Runtime) sharedBucket(ctx context.Context, m *manifest.Manifest, cfg jetstream.KeyValueConfig, withoutIt string) jetstream.KeyValue {
+	r.sharedMu.Lock()
+	defer r.sharedMu.Unlock()
+	if r.shared[cfg.Bucket] == nil {
+		r.shared[cfg.Bucket] = openBookkeeping(ctx, r.js, m, cfg, !r.opts.noProvision, r.opts.log, withoutIt)
 	}
-	return r.rates
+	return r.shared[cfg.Bucket]
 }
 
 // provisionStreams creates or updates the streams. Without provisioning

@@ -91,6 +91,12 @@ func (b *binding) status() wire.Stats {
 	if b.rate != nil {
 		s.RateLimit, s.RateHeld = b.spec.RateLimit.String(), b.rate.held.Load()
 	}
+	if b.lease != nil {
+		s.Singleton = "standby"
+		if b.lease.held.Load() {
+			s.Singleton = "active"
+		}
+	}
 	b.deployed.fill(&s)
 	if b.remote != nil {
 		b.remote.fill(&s)

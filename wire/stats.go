@@ -52,6 +52,9 @@ type Stats struct {
 	// (the free worker and buffer places the puller may not yet ask for).
 	RateLimit string `json:"rate_limit,omitempty"`
 	RateHeld  int64  `json:"rate_held,omitempty"`
+	// Singleton is, for a singleton function, "active" on the instance
+	// that pulls its messages now and "standby" on the others.
+	Singleton string `json:"singleton,omitempty"`
 	// ConsumerError is set while the function's durable consumer (or its
 	// stream) is missing on the server; nothing is handled meanwhile.
 	ConsumerError string `json:"consumer_error,omitempty"`
