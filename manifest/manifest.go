@@ -113,8 +113,8 @@ type FunctionSpec struct {
 	// message waits on the server, where its ack wait does not run.
 	RateLimit *Rate `yaml:"rateLimit"`
 	// Singleton makes one instance at a time pull the function's messages;
-	// the others stand by, and one takes over within a few seconds when
-	// the active one drains or dies.
+	// the others stand by, and one takes over within a second when the
+	// active one drains, within 5 seconds when it dies.
 	Singleton     bool `yaml:"singleton"`
 	MaxAckPending int  `yaml:"maxAckPending"`
 	// MaxPayload is the largest payload in bytes the function accepts

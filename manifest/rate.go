@@ -16,6 +16,10 @@ const LeasesBucket = "jetfn-leases"
 // function, not for each instance.
 const RatesBucket = "jetfn-rates"
 
+// RatesTTL is how long RatesBucket keeps a schedule not written to: a rate
+// may space its messages no further apart.
+const RatesTTL = 24 * time.Hour
+
 // Rate is a rate limit: at most N messages per Per. In a manifest it reads
 // "100/s", "5/m", "1/h" or "10/250ms".
 type Rate struct {

@@ -200,8 +200,8 @@ func (m *Manifest) validateFunction(fat place, f *FunctionSpec, add problemFunc)
 		add(fat.Key("priorityHeader"), "%q is not a header name: letters, digits and !#$%%&'*+-.^_`|~ only, no spaces or colons",
 			f.PriorityHeader)
 	}
-	if r := f.RateLimit; r != nil && (r.N < 1 || r.Per < time.Millisecond) {
-		add(fat.Key("rateLimit"), "%s: want at least 1 message per at least 1ms", r)
+	if r := f.RateLimit; r != nil && (r.N < 1 || r.Per < time.Millisecond || r.Interval() < time.Microsecond || r.Interval() > RatesTTL) {
+		add(fat.Key("rateLimit"), "%s: want at least 1 message per at least 1ms, at most 1,000,000 a second and at least 1 a day", r)
 	}
 	if f.MaxAckPending < f.Concurrency {
 		add(fat.Key("maxAckPending"), "%d is below concurrency %d", f.MaxAckPending, f.Concurrency)

@@ -63,7 +63,7 @@ var perFunctionMetrics = []perFunction{
 		func(s wire.Stats) uint64 { return s.Abandoned }),
 	gauge("jetfn_abandoned_running", "Abandoned handler runs that have not returned yet.",
 		func(s wire.Stats) float64 { return float64(s.AbandonedRunning) }),
-	gauge("jetfn_rate_held", "Messages the function's rateLimit holds back on the server now (0 without one).",
+	gauge("jetfn_rate_held", "Messages pulled and waiting for their turn under the function's rateLimit (0 without one).",
 		func(s wire.Stats) float64 { return float64(s.RateHeld) }),
 	{desc: prometheus.NewDesc("jetfn_singleton_active", "For a singleton function: 1 on the instance that pulls its messages now, 0 on those standing by.",
 		[]string{"function"}, nil), kind: prometheus.GaugeValue,

@@ -79,6 +79,11 @@ func (b *binding) run(ctx context.Context, drainTimeout time.Duration) {
 	// Handlers outlive ctx: a shutdown must not cancel work in progress.
 	handlerCtx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHandlers()
+	if b.lease != nil && b.main == nil {
+		// Used until the drain (and the backfill's) is over: until then
+		// this instance still handles what it pulled.
+		defer b.lease.use()()
+	}
 	w := &workers{b: b, stopping: ctx, handlerCtx: handlerCtx, credits: newCredits(),
 		handoff: newHandoff(b.spec.Concurrency+b.maxPrefetch(), b.spec.Concurrency).prioritize(b.spec.PriorityHeader)}
 	for slot := range b.spec.Concurrency {
@@ -90,11 +95,6 @@ func (b *binding) run(ctx context.Context, drainTimeout time.Duration) {
 	var keepers sync.WaitGroup
 	keepers.Go(func() { b.keepAlive(keepCtx, w) })
 	keepers.Go(func() { b.consumer.watch(keepCtx) })
-	if b.lease != nil && b.main == nil {
-		// Released once the drain is over: until then this instance
-		// still handles what it pulled.
-		keepers.Go(func() { b.lease.keep(keepCtx) })
-	}
 	if b.bf != nil {
 		keepers.Go(func() { b.bf.runBackfill(ctx, drainTimeout) })
 	}
@@ -133,6 +133,12 @@ func (b *binding) pull(ctx context.Context, p *puller, w *workers) {
 	enough := func(free, limit, outstanding int) bool {
 		return 2*free >= limit || w.handoff.buffered() == 0 && outstanding == 0
 	}
+	if b.rate != nil {
+		// One request of one message at a time: its turn is taken when
+		// it arrives (receive), so nothing is pulled ahead of the rate.
+		enough = func(_, _, outstanding int) bool { return outstanding == 0 }
+		w.credits.wakeOnArrival = true
+	}
 	for {
 		if b.lease != nil {
 			b.lease.await(ctx) // a standby pulls nothing
@@ -141,17 +147,13 @@ func (b *binding) pull(ctx context.Context, p *puller, w *workers) {
 		if free == 0 {
 			return
 		}
-		if b.lease != nil && !b.lease.held.Load() {
+		if b.lease != nil && !b.lease.holds() {
 			w.credits.giveBack(free) // lost while waiting for credits
 			continue
 		}
-		if b.rate != nil {
-			// Not asked for yet: the credits go back while the rate holds
-			// them, so the pull watch sees nothing outstanding.
-			w.credits.giveBack(free)
-			if free = w.credits.takeNow(limit, b.rate.acquire(ctx, free)); free == 0 {
-				continue
-			}
+		if b.rate != nil && free > 1 {
+			w.credits.giveBack(free - 1)
+			free = 1
 		}
 		p.ask(ctx, free)
 	}

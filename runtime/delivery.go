@@ -95,7 +95,9 @@ func (p *puller) receive(m *nats.Msg) {
 		return
 	}
 	d := p.b.unsettled.add(m, now)
-	if !p.handoff.give(d, p.stopping.Done(), queuedBehind) {
+	// A rate-limited function's message waits here for its turn, kept
+	// alive like a buffered one; it is the only one pulled (binding.pull).
+	if p.b.rate != nil && p.b.rate.acquire(p.stopping, 1) == 0 || !p.handoff.give(d, p.stopping.Done(), queuedBehind) {
 		// The buffer was full and the run is stopping: the message goes
 		// back, unless the drain returned it already.
 		if d.move(stateBuffered, stateReturned) {

@@ -29,6 +29,10 @@ type credits struct {
 	// drainWaiters count the awaitNoOutstanding calls waiting: the last
 	// arrival of a request wakes them.
 	drainWaiters int
+	// wakeOnArrival makes the last arrival wake a waiting take too, for a
+	// rule that waits for no request to be outstanding. Set before the
+	// first take.
+	wakeOnArrival bool
 }
 
 // creditRule is what take waits for: enough free credits under limit.
@@ -73,23 +77,6 @@ func (c *credits) take(limit func() int, enough func(free, limit, outstanding in
 	return 0
 }
 
-// takeNow takes up to n free credits under limit without waiting (none
-// once the credits are closed).
-func (c *credits) takeNow(limit func() int, n int) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return 0
-	}
-	n = min(n, limit()-c.inUse)
-	if n <= 0 {
-		return 0
-	}
-	c.inUse += n
-	c.outstanding += n
-	return n
-}
-
 // close ends the pulling: take returns 0 from now on.
 func (c *credits) close() {
 	c.mu.Lock()
@@ -98,12 +85,14 @@ func (c *credits) close() {
 	c.mu.Unlock()
 }
 
-// arrived moves one credit from outstanding to delivered.
+// arrived moves one credit from outstanding to delivered. The last
+// arrival wakes the drain's wait, and with wakeOnArrival a take waiting
+// for nothing to be outstanding (a rate-limited binding's).
 func (c *credits) arrived() {
 	c.mu.Lock()
 	if c.outstanding > 0 {
 		c.outstanding--
-		if c.outstanding == 0 && c.drainWaiters > 0 {
+		if c.outstanding == 0 && (c.drainWaiters > 0 || c.wakeOnArrival && c.waiter != nil) {
 			c.cond.Broadcast()
 		}
 	} else {

@@ -41,6 +41,10 @@ func newPace(r manifest.Rate) pace {
 // and, when none is free yet, how long until one is.
 func (p pace) grant(next, now int64, want int) (n int, newNext int64, wait time.Duration) {
 	iv := int64(p.interval)
+	// No grant of this pace leaves the next slot more than an interval
+	// ahead: one further out was written under a slower rate, or by a
+	// clock far ahead, and would stall the function.
+	next = min(next, now+iv)
 	if earliest := now - int64(p.burst-1)*iv; next < earliest {
 		next = earliest // an idle schedule saves up no more than a burst
 	}
@@ -51,39 +55,42 @@ func (p pace) grant(next, now int64, want int) (n int, newNext int64, wait time.
 	return n, next + int64(n)*iv, 0
 }
 
-// rateLimiter paces one binding's pulls. Its schedule is the function's
-// key in manifest.RatesBucket, shared by every instance (a compare-and-set
-// per grant); without the bucket it paces this instance alone.
+// rateLimiter paces one function's messages. Its schedule is the
+// function's key in manifest.RatesBucket, shared by every instance (a
+// compare-and-set per grant). A message's turn is taken when it arrives,
+// not when it is asked for: a rate-limited binding keeps one pull request
+// of one message open (binding.pull), so an empty request wastes no turn
+// and a backlog that lands finds no pile of open requests to fill at once.
 type rateLimiter struct {
 	pace pace
-	kv   jetstream.KeyValue
+	kv   *sharedKV
 	key  string
 	log  *slog.Logger
 	// mu orders the grants of the function's main and backfill pullers,
-	// which share the limiter; local is the schedule without a bucket.
-	mu    sync.Mutex
-	local int64
-	// held is how many messages the rate holds back now: the credits the
-	// puller had free when it began to wait (stats: rate_held).
+	// which share the limiter.
+	mu sync.Mutex
+	// held is how many pulled messages wait for their turn now (stats:
+	// rate_held); the rest of what the rate holds back is the consumer's
+	// pending.
 	held    atomic.Int64
 	failing bool
 }
 
-func newRateLimiter(r manifest.Rate, kv jetstream.KeyValue, function string, log *slog.Logger) *rateLimiter {
+func newRateLimiter(r manifest.Rate, kv *sharedKV, function string, log *slog.Logger) *rateLimiter {
 	return &rateLimiter{pace: newPace(r), kv: kv, key: function, log: log}
 }
 
-// acquire waits until the rate lets at least one message be pulled and
-// returns how many of want may be, or 0 once ctx is done.
+// acquire waits until the rate lets at least one message go and returns
+// how many of want may, or 0 once ctx is done.
 func (l *rateLimiter) acquire(ctx context.Context, want int) int {
+	l.held.Add(int64(want))
+	defer l.held.Add(-int64(want))
 	for ctx.Err() == nil {
 		n, wait := l.grant(ctx, want)
 		if n > 0 {
 			return n
 		}
-		l.held.Store(int64(want))
 		pause(ctx, wait)
-		l.held.Store(0)
 	}
 	return 0
 }
@@ -92,15 +99,14 @@ func (l *rateLimiter) acquire(ctx context.Context, want int) int {
 func (l *rateLimiter) grant(ctx context.Context, want int) (int, time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.kv == nil {
-		n, next, wait := l.pace.grant(l.local, time.Now().UnixNano(), want)
-		l.local = next
-		return n, wait
+	kv, err := l.kv.get(ctx)
+	if err != nil {
+		return 0, l.failed(ctx, err)
 	}
 	for range 5 { // a compare-and-set: other instances take from it too
-		next, rev, err := l.read(ctx)
+		next, rev, err := l.read(ctx, kv)
 		if err != nil {
-			return 0, l.failed(err)
+			return 0, l.failed(ctx, err)
 		}
 		n, newNext, wait := l.pace.grant(next, time.Now().UnixNano(), want)
 		if n == 0 {
@@ -108,24 +114,28 @@ func (l *rateLimiter) grant(ctx context.Context, want int) (int, time.Duration) 
 		}
 		value := []byte(strconv.FormatInt(newNext, 10))
 		if rev == 0 {
-			_, err = l.kv.Create(ctx, l.key, value)
+			_, err = kv.Create(ctx, l.key, value)
 		} else {
-			_, err = l.kv.Update(ctx, l.key, value, rev)
+			_, err = kv.Update(ctx, l.key, value, rev)
 		}
 		if err == nil {
-			l.failed(nil)
+			l.failing = false
 			return n, 0
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			return 0, l.failed(err)
+			return 0, l.failed(ctx, err)
 		}
 	}
-	return 0, l.pace.interval // busy with other instances: the next slot
+	return 0, rateContendedWait // other instances won the slots: look again soon
 }
 
+// rateContendedWait is how long a grant that lost its compare-and-sets to
+// other instances waits before it reads the schedule again.
+const rateContendedWait = 10 * time.Millisecond
+
 // read is the schedule's next slot and its revision (0: no schedule yet).
-func (l *rateLimiter) read(ctx context.Context) (next int64, rev uint64, err error) {
-	e, err := l.kv.Get(ctx, l.key)
+func (l *rateLimiter) read(ctx context.Context, kv jetstream.KeyValue) (next int64, rev uint64, err error) {
+	e, err := kv.Get(ctx, l.key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return 0, 0, nil
 	}
@@ -140,12 +150,12 @@ func (l *rateLimiter) read(ctx context.Context) (next int64, rev uint64, err err
 }
 
 // failed logs the first of a run of failures, and says how long to wait
-// before trying again: nothing is pulled while the schedule cannot be read,
-// since the rate could not be kept.
-func (l *rateLimiter) failed(err error) time.Duration {
-	if err != nil && !l.failing {
-		l.log.Warn("reading the rate limit's schedule; nothing is pulled until it can be", "bucket", manifest.RatesBucket, "err", err)
+// before trying again: nothing is let through while the schedule cannot be
+// read, since the rate could not be kept.
+func (l *rateLimiter) failed(ctx context.Context, err error) time.Duration {
+	if ctx.Err() == nil && !l.failing {
+		l.log.Warn("reading the rate limit's schedule; no message is handled until it can be", "bucket", manifest.RatesBucket, "err", err)
 	}
-	l.failing = err != nil
+	l.failing = true
 	return time.Second
 }

@@ -66,3 +66,14 @@ func TestPaceSlowRate(t *testing.T) {
 		t.Fatalf("wait %s, want 59s", wait)
 	}
 }
+
+// TestPaceIgnoresASlotFarAhead: a next slot further ahead than one
+// interval (written under a slower rate, or by a clock far ahead) waits
+// one interval, not until that slot.
+func TestPaceIgnoresASlotFarAhead(t *testing.T) {
+	p := newPace(manifest.Rate{N: 100, Per: time.Second})
+	now := int64(time.Hour)
+	if n, _, wait := p.grant(now+int64(time.Hour), now, 1); n != 0 || wait != 10*time.Millisecond {
+		t.Fatalf("a slot an hour ahead: %d granted, wait %s; want a wait of one interval (10ms)", n, wait)
+	}
+}

@@ -132,3 +132,19 @@ func TestSharedBucketsUnderProvisionPermissions(t *testing.T) {
 		t.Fatalf("permission violations with the --provision permissions: %v\n%s", v, p.log.String())
 	}
 }
+
+// TestRateLimitSpendsTurnsOnMessages: at 1/m, a message that arrives
+// after the function sat idle through several pull requests that expired
+// empty is handled at once: turns go to messages, not to requests (when
+// each request took one, the first empty one used up the minute).
+func TestRateLimitSpendsTurnsOnMessages(t *testing.T) {
+	env := newEnv(t)
+	h := &handledAt{}
+	env.start(testManifest(t, "    rateLimit: 1/m\n"), h)
+	time.Sleep(3 * pullWait) // the scenario: idle through three empty pull requests
+	env.publish("test.in", "x")
+	runtimetest.Eventually(t, 10*time.Second, "the message handled within seconds, not a minute", func() bool {
+		_, n := h.span()
+		return n == 1
+	})
+}

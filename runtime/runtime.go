@@ -56,7 +56,8 @@ type Runtime struct {
 	// shared holds the buckets of rate limits (ratelimit.go) and singleton
 	// leases (singleton.go), by name, once opened.
 	sharedMu sync.Mutex
-	shared   map[string]jetstream.KeyValue
+	shared   map[string]*sharedKV
+	leases   map[string]*lease
 	// instance names this runtime as a singleton lease's holder.
 	instance string
 	// deployed is the manifest digest and deployment revision running, for
@@ -203,7 +204,7 @@ func New(nc *nats.Conn, m *manifest.Manifest, functions []jetfn.Function, opts .
 	}
 	r := &Runtime{nc: nc, js: js, manifest: m, functions: byName, registry: functions, opts: o,
 		ready: make(chan struct{}), probeNow: make(chan struct{}, 1),
-		shared: map[string]jetstream.KeyValue{}, instance: rand.Text()}
+		shared: map[string]*sharedKV{}, leases: map[string]*lease{}, instance: rand.Text()}
 	r.deployed.setDigest(m.Digest)
 	return r, nil
 }
@@ -356,29 +357,43 @@ func (r *Runtime) connect(ctx context.Context, b *binding, m *manifest.Manifest)
 	b.consumer.record(ctx)
 	b.consumer.onAckWait = b.followServerAckWait
 	if spec.RateLimit != nil {
-		b.rate = newRateLimiter(*spec.RateLimit, r.sharedBucket(ctx, m, jetstream.KeyValueConfig{Bucket: manifest.RatesBucket,
-			TTL: 24 * time.Hour, Description: "jetfn: each rate-limited function's schedule, shared by its instances"},
-			"rate limits are kept per instance, not per function: N instances may handle N times the rate"), spec.Name, b.log)
+		b.rate = newRateLimiter(*spec.RateLimit, r.sharedBucket(m, jetstream.KeyValueConfig{Bucket: manifest.RatesBucket,
+			TTL: manifest.RatesTTL, Description: "jetfn: each rate-limited function's schedule, shared by its instances"}), spec.Name, b.log)
 	}
 	if spec.Singleton {
-		b.lease = newLease(r.sharedBucket(ctx, m, jetstream.KeyValueConfig{Bucket: manifest.LeasesBucket,
-			Description: "jetfn: which instance pulls each singleton function's messages"},
-			"singleton leases are not kept: every instance pulls a singleton function's messages"), spec.Name, r.instance, b.log)
+		b.lease = r.leaseOf(spec.Name, m, b.log)
 	}
 	b.bf, err = r.bindBackfill(ctx, b, stream, m)
 	return err
 }
 
 // sharedBucket is a bucket the instances of some functions share (rates,
-// leases), opened (or created) by the first binding that needs it; nil
-// while it cannot be had, and asked again by the next.
-func (r *Runtime) sharedBucket(ctx context.Context, m *manifest.Manifest, cfg jetstream.KeyValueConfig, withoutIt string) jetstream.KeyValue {
+// leases): one per runtime and name, opened on first use (sharedKV).
+func (r *Runtime) sharedBucket(m *manifest.Manifest, cfg jetstream.KeyValueConfig) *sharedKV {
 	r.sharedMu.Lock()
 	defer r.sharedMu.Unlock()
 	if r.shared[cfg.Bucket] == nil {
-		r.shared[cfg.Bucket] = openBookkeeping(ctx, r.js, m, cfg, !r.opts.noProvision, r.opts.log, withoutIt)
+		create := !r.opts.noProvision
+		r.shared[cfg.Bucket] = &sharedKV{open: func(ctx context.Context) (jetstream.KeyValue, error) {
+			return openShared(ctx, r.js, m, cfg, create)
+		}}
 	}
 	return r.shared[cfg.Bucket]
+}
+
+// leaseOf is this runtime's lease of a singleton function, one for every
+// binding of it: a live deploy's new binding shares the old one's, so
+// re-binding neither hands the lease over nor releases it
+// (singleton.go).
+func (r *Runtime) leaseOf(function string, m *manifest.Manifest, log *slog.Logger) *lease {
+	kv := r.sharedBucket(m, jetstream.KeyValueConfig{Bucket: manifest.LeasesBucket,
+		Description: "jetfn: which instance pulls each singleton function's messages"})
+	r.sharedMu.Lock()
+	defer r.sharedMu.Unlock()
+	if r.leases[function] == nil {
+		r.leases[function] = newLease(kv, function, r.instance, log)
+	}
+	return r.leases[function]
 }
 
 // provisionStreams creates or updates the streams. Without provisioning

@@ -3,14 +3,16 @@ package runtime
 // Singleton (manifest singleton): one instance pulls the function's
 // messages at a time. The instances contend for a lease, a key of the KV
 // bucket manifest.LeasesBucket holding the holder and the time the lease
-// runs to; the holder renews it, a drain hands it over, and a holder that
-// died stops renewing, so another takes it once it has run out.
+// runs to; the holder renews it, the end of its last binding's drain hands
+// it over, and a holder that died stops renewing, so another takes it once
+// it has run out.
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,8 +23,7 @@ import (
 
 // leaseTerm is how long a lease runs without a renewal: how long the
 // function waits for a new holder after one dies. The holder renews it
-// every fifth of that, and counts itself the holder only up to a fifth
-// before it runs out, for clocks a little apart.
+// every fifth of that.
 const leaseTerm = 5 * time.Second
 
 // leaseValue is a lease as the bucket stores it.
@@ -32,49 +33,95 @@ type leaseValue struct {
 	Until int64 `json:"until"`
 }
 
-// lease is one instance's side of a singleton function's lease.
+// lease is one runtime's side of a singleton function's lease, shared by
+// every binding of the function in the runtime (Runtime.leaseOf): a live
+// deploy's new binding pulls under the lease the old one still drains
+// under, both in this one instance.
 type lease struct {
-	kv     jetstream.KeyValue
+	kv     *sharedKV
 	key    string
 	holder string
 	term   time.Duration
 	log    *slog.Logger
-	// held is whether this instance may pull now.
-	held atomic.Bool
-	// rev and until are the instance's own lease, while it has one: only
-	// keep's goroutine touches them.
-	rev   uint64
-	until int64
+	// held is whether the bucket says this runtime holds it; validUntil
+	// (a monotonic instant, monoNow) is when this runtime stops counting
+	// on it without a renewal: two fifths of the term before it runs out,
+	// measured from before the renewal was sent, so a pull request asked
+	// just before then (it lives a pullWait) is over before another
+	// instance may take the lease, with a second to spare for clocks apart.
+	held       atomic.Bool
+	validUntil atomic.Int64
+	// refs counts the bindings using the lease; the first starts keep,
+	// the last one's end stops it (and releases the lease).
+	mu      sync.Mutex
+	refs    int
+	stop    context.CancelFunc
+	stopped chan struct{}
+	// rev is the revision of the runtime's last write: only keep's
+	// goroutine touches it.
+	rev uint64
 }
 
-func newLease(kv jetstream.KeyValue, function, holder string, log *slog.Logger) *lease {
+func newLease(kv *sharedKV, function, holder string, log *slog.Logger) *lease {
 	return &lease{kv: kv, key: function, holder: holder, term: leaseTerm, log: log}
 }
 
-// keep contends for the lease and renews it while held, until ctx is done;
-// then it releases a lease it holds, so another instance takes over at
-// once. Without a bucket (kv nil) this instance always holds it: the
-// function is then a singleton per instance only (logged at start).
-func (l *lease) keep(ctx context.Context) {
-	if l.kv == nil {
-		l.held.Store(true)
-		return
+// use is a binding starting under the lease: the first one starts keeping
+// it. done, called once the binding's drain is over, is the end of that
+// use: after the last one the lease is released for another instance.
+func (l *lease) use() (done func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.refs == 0 {
+		ctx, cancel := context.WithCancel(context.Background())
+		l.stop, l.stopped = cancel, make(chan struct{})
+		go func() {
+			defer close(l.stopped)
+			l.keep(ctx)
+		}()
 	}
+	l.refs++
+	return sync.OnceFunc(func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.refs--; l.refs == 0 {
+			l.stop()
+			<-l.stopped
+		}
+	})
+}
+
+// holds reports whether this runtime may ask for messages now.
+func (l *lease) holds() bool { return l.held.Load() && monoNow() < l.validUntil.Load() }
+
+// keep contends for the lease and renews it while held, until ctx is done;
+// then it releases a lease it holds.
+func (l *lease) keep(ctx context.Context) {
 	l.step(ctx)
 	repeat(ctx, func() time.Duration { return l.term / 5 }, nil, l.step)
 	l.release()
 }
 
-// step takes the lease if it is free, run out or this instance's, and says
-// whether this instance holds it now.
+// step takes the lease if it is free, run out or this runtime's, and says
+// whether this runtime holds it now. Each call is bounded by a renewal
+// interval, so a hung request cannot stretch a lease this runtime holds.
 func (l *lease) step(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, l.term/5)
+	defer cancel()
+	sent := monoNow()
 	now := time.Now().UnixNano()
-	e, err := l.kv.Get(ctx, l.key)
+	kv, err := l.kv.get(ctx)
+	if err != nil {
+		l.failed(err)
+		return
+	}
+	e, err := kv.Get(ctx, l.key)
 	var cur leaseValue
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
+		e = nil
 	case err != nil:
-		l.stillHeld(now, err)
+		l.failed(err)
 		return
 	default:
 		if json.Unmarshal(e.Value(), &cur) != nil {
@@ -82,66 +129,62 @@ func (l *lease) step(ctx context.Context) {
 		}
 	}
 	if cur.Holder != l.holder && cur.Until > now {
-		l.set(false, 0, 0)
+		l.set(false)
 		return
 	}
-	until := now + int64(l.term)
-	raw, _ := json.Marshal(leaseValue{Holder: l.holder, Until: until})
-	var rev uint64
+	raw, _ := json.Marshal(leaseValue{Holder: l.holder, Until: now + int64(l.term)})
 	if e == nil {
-		rev, err = l.kv.Create(ctx, l.key, raw)
+		l.rev, err = kv.Create(ctx, l.key, raw)
 	} else {
-		rev, err = l.kv.Update(ctx, l.key, raw, e.Revision())
+		l.rev, err = kv.Update(ctx, l.key, raw, e.Revision())
 	}
 	if err != nil {
-		l.stillHeld(now, err)
+		l.failed(err)
 		return
 	}
-	l.set(true, rev, until)
+	l.validUntil.Store(sent + int64(l.term-2*l.term/5))
+	l.set(true)
 }
 
-// stillHeld keeps a lease this instance holds through a failed renewal
-// until it nearly runs out: no other instance can take it before then.
-func (l *lease) stillHeld(now int64, err error) {
-	if l.held.Load() && now < l.until-int64(l.term/5) {
-		return
+// failed keeps a lease this runtime holds through a failed renewal until
+// validUntil, which holds stops honouring by itself; the lease is then
+// counted lost.
+func (l *lease) failed(err error) {
+	if l.held.Load() && monoNow() >= l.validUntil.Load() {
+		l.log.Warn("singleton lease not renewed: stopped pulling", "bucket", manifest.LeasesBucket, "err", err)
+		l.set(false)
 	}
-	if l.held.Load() {
-		l.log.Warn("singleton lease lost: stopped pulling", "bucket", manifest.LeasesBucket, "err", err)
-	}
-	l.set(false, 0, 0)
 }
 
-func (l *lease) set(held bool, rev uint64, until int64) {
+func (l *lease) set(held bool) {
 	if held != l.held.Load() {
 		l.log.Info("singleton", "active", held)
 	}
-	l.rev, l.until = rev, until
 	l.held.Store(held)
 }
 
-// release frees a lease this instance holds.
+// release frees a lease this runtime holds, so another instance takes
+// over at its next look instead of when the lease runs out.
 func (l *lease) release() {
 	if !l.held.Load() {
 		return
 	}
-	l.held.Store(false)
+	l.set(false)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	raw, _ := json.Marshal(leaseValue{Holder: l.holder})
-	_, err := l.kv.Update(ctx, l.key, raw, l.rev)
-	switch {
-	case errors.Is(err, jetstream.ErrKeyRevisionMismatch):
-		// Renewed since by this instance's next binding of the function
-		// (a live deploy re-binds it before the old binding drains).
-	case err != nil:
+	kv, err := l.kv.get(ctx)
+	if err == nil {
+		raw, _ := json.Marshal(leaseValue{Holder: l.holder})
+		_, err = kv.Update(ctx, l.key, raw, l.rev)
+	}
+	if err != nil {
 		l.log.Warn("releasing the singleton lease; it runs out instead", "err", err)
 	}
 }
 
-// await returns once this instance holds the lease, or ctx is done.
+// await returns once this runtime holds the lease, or ctx is done.
 func (l *lease) await(ctx context.Context) {
-	for !l.held.Load() && ctx.Err() == nil {
+	for !l.holds() && ctx.Err() == nil {
 		pause(ctx, l.term/20)
 	}
 }

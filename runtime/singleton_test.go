@@ -66,20 +66,65 @@ func TestLeaseOfADeadHolderRunsOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dead := newLease(kv, "fn", "dead", testLogger())
+	shared := &sharedKV{kv: kv}
+	dead := newLease(shared, "fn", "dead", testLogger())
 	dead.term = time.Second
 	dead.step(context.Background()) // takes it, and never renews or releases
-	if !dead.held.Load() {
+	if !dead.holds() {
 		t.Fatal("the first instance did not take a free lease")
 	}
-	next := newLease(kv, "fn", "next", testLogger())
+	next := newLease(shared, "fn", "next", testLogger())
 	next.term = time.Second
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	start := time.Now()
 	go next.keep(ctx)
-	runtimetest.Eventually(t, 10*time.Second, "the lease taken over", next.held.Load)
+	runtimetest.Eventually(t, 10*time.Second, "the lease taken over", next.holds)
 	if waited := time.Since(start); waited < 700*time.Millisecond {
 		t.Fatalf("taken over after %s, before the dead holder's lease ran out (1s)", waited)
+	}
+}
+
+// TestSingletonKeptAcrossALiveDeploy: re-binding a singleton function in
+// its active instance (a deploy that changes it) keeps the lease there,
+// while the old binding drains a slow handler: the other instance stays
+// standing by throughout, and the active one stays active.
+func TestSingletonKeptAcrossALiveDeploy(t *testing.T) {
+	env := newEnv(t)
+	release := make(chan struct{})
+	slow := jetfn.HandlerFunc(func(ctx context.Context, msg jetfn.Msg) error {
+		if string(msg.Data) == "slow" {
+			<-release
+		}
+		return nil
+	})
+	m := testManifest(t, "    singleton: true\n")
+	ra := env.start(m, slow)
+	runtimetest.Eventually(t, 10*time.Second, "the first instance active", func() bool { return ra.rt.Stats()[0].Singleton == "active" })
+	rb := env.start(m, slow)
+	env.publish("test.in", "slow")
+	runtimetest.Eventually(t, 10*time.Second, "the slow message running", func() bool { return ra.rt.statsOf(t, "fn").InFlight == 1 })
+	applied := make(chan error, 1)
+	go func() {
+		applied <- ra.rt.Apply(context.Background(), testManifest(t, "    singleton: true\n    concurrency: 2\n"))
+	}()
+	// The old binding drains the slow run for three renewals of the lease.
+	deadline := time.Now().Add(3 * leaseTerm / 5)
+	for time.Now().Before(deadline) {
+		if s := rb.rt.Stats()[0].Singleton; s != "standby" {
+			t.Fatalf("the other instance is %s during the deploy, want standby", s)
+		}
+		time.Sleep(50 * time.Millisecond) // sampling a state that must hold throughout
+	}
+	close(release)
+	if err := <-applied; err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(2 * leaseTerm / 5)
+	for time.Now().Before(deadline) {
+		if a, b := ra.rt.Stats()[0].Singleton, rb.rt.Stats()[0].Singleton; a != "active" || b != "standby" {
+			t.Fatalf("after the deploy: %s and %s, want active and standby", a, b)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

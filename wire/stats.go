@@ -48,8 +48,8 @@ type Stats struct {
 	// Concurrency is the function's worker count, to read the two above.
 	Concurrency int `json:"concurrency"`
 	// RateLimit is the function's rateLimit ("100/s"), if it has one;
-	// RateHeld how many messages the rate holds back on the server now
-	// (the free worker and buffer places the puller may not yet ask for).
+	// RateHeld how many pulled messages wait for their turn (the rest of
+	// what the rate holds back is NumPending).
 	RateLimit string `json:"rate_limit,omitempty"`
 	RateHeld  int64  `json:"rate_held,omitempty"`
 	// Singleton is, for a singleton function, "active" on the instance
