@@ -54,6 +54,20 @@ func TestConsoleInBrowser(t *testing.T) {
 			return chromedp.Void{}, err
 		}))
 	}
+	// follow opens the link that js (an expression for an <a>) finds on
+	// a list page. Such a page refreshes its list in place, so a node found
+	// and then clicked may be gone by the click ("Could not find node with
+	// given id" in 1 of 5 fresh runs): the link's address is read and
+	// opened instead.
+	follow := func(what, js string, then chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		waitFor(what, "!!("+js+")")
+		href, err := chromedp.Run(ctx, chromedp.Evaluate[string]("("+js+`)?.getAttribute("href") ?? ""`))
+		if err != nil || !strings.HasPrefix(href, "/") {
+			t.Fatalf("%s: link %q, %v", what, href, err)
+		}
+		step(what, chromedp.Navigate(st.url+href), then)
+	}
 	text := func(sel string) string {
 		t.Helper()
 		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
@@ -101,7 +115,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	shot(t, ctx, shots, "console-runs.png")
 	// Opened by its message ID: with three workers, the last flow message
 	// may finish after it and head the list.
-	step("opening the newest run", chromedp.Click(chromedp.Search(`//table[contains(@class,"runs")]/tbody/tr[.//code[@title="greet-last"]]//a[contains(@class,"rowlink")]`)),
+	follow("opening the newest run", `[...document.querySelectorAll("table.runs tbody tr")].find(r => r.querySelector('code[title="greet-last"]'))?.querySelector("a.rowlink")`,
 		chromedp.WaitVisible(chromedp.CSS("pre.payload")))
 	if p, o := text("pre.payload"), text("#outputs-h + table"); !strings.Contains(p, "hello, last one") || !strings.Contains(o, "test.out") {
 		t.Errorf("run page payload %q, outputs %q; want the newest greeting and its test.out output", p, o)
@@ -118,8 +132,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	step("back to functions", chromedp.Navigate(st.url+"/functions"), chromedp.WaitVisible(chromedp.CSS("#fn-echo")))
 	waitFor("the dead letter counted", `document.querySelector("#fn-echo [data-stat=dead]")?.textContent.trim() === "1"`)
 	st.broken.Store(false)
-	step("opening the dead letters", chromedp.Navigate(st.url+"/deadletters"),
-		chromedp.Click(chromedp.CSS("table.letters tbody tr:first-child a.rowlink")), chromedp.WaitVisible(chromedp.CSS("#replay")))
+	step("opening the dead letters", chromedp.Navigate(st.url+"/deadletters"))
+	follow("opening the dead letter", `document.querySelector("table.letters tbody tr:first-child a.rowlink")`, chromedp.WaitVisible(chromedp.CSS("#replay")))
 	if h := text("dl.headers"); !strings.Contains(h, "Jetfn-Error") || !strings.Contains(h, "boom refused") {
 		t.Errorf("dead letter headers %q lack Jetfn-Error and the reason", h)
 	}
@@ -135,7 +149,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	waitFor("the replay done", `document.querySelector("section.progress")?.textContent.includes("1 replayed")`)
 	step("the replay's run", chromedp.Navigate(st.url+"/functions/echo/runs?outcome=ack"))
 	waitFor("the replayed message handled", `[...document.querySelectorAll("table.runs tbody tr")].some(r => r.textContent.includes("greet-boom:replay:1"))`)
-	step("opening it", chromedp.Click(chromedp.CSS("table.runs tbody tr:first-child a.rowlink")), chromedp.WaitVisible(chromedp.CSS("pre.payload")))
+	follow("opening it", `[...document.querySelectorAll("table.runs tbody tr")].find(r => r.textContent.includes("greet-boom:replay:1"))?.querySelector("a.rowlink")`,
+		chromedp.WaitVisible(chromedp.CSS("pre.payload")))
 	if o := text("#outputs-h + table"); !strings.Contains(o, "test.out") || !strings.Contains(text("pre.payload"), "boom") {
 		t.Errorf("the replay's run shows outputs %q; want its test.out output", o)
 	}

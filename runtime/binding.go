@@ -134,9 +134,10 @@ func (b *binding) pull(ctx context.Context, p *puller, w *workers) {
 		return 2*free >= limit || w.handoff.buffered() == 0 && outstanding == 0
 	}
 	if b.rate != nil {
-		// One request of one message at a time: its turn is taken when
-		// it arrives (receive), so nothing is pulled ahead of the rate.
-		enough = func(_, _, outstanding int) bool { return outstanding == 0 }
+		// One request of one message at a time, and none while a message
+		// waits for its turn (receive): the next would queue unseen behind
+		// it, where no InProgress reaches it.
+		enough = func(_, _, outstanding int) bool { return outstanding == 0 && b.rate.held.Load() == 0 }
 		w.credits.wakeOnArrival = true
 	}
 	for {

@@ -97,15 +97,24 @@ func (p *puller) receive(m *nats.Msg) {
 	d := p.b.unsettled.add(m, now)
 	// A rate-limited function's message waits here for its turn, kept
 	// alive like a buffered one; it is the only one pulled (binding.pull).
-	if p.b.rate != nil && p.b.rate.acquire(p.stopping, 1) == 0 || !p.handoff.give(d, p.stopping.Done(), queuedBehind) {
-		// The buffer was full and the run is stopping: the message goes
-		// back, unless the drain returned it already.
+	if p.b.rate != nil && !p.turn() || !p.handoff.give(d, p.stopping.Done(), queuedBehind) {
+		// The run is stopping (the buffer was full, or the turn never
+		// came): the message goes back, unless the drain returned it
+		// already.
 		if d.move(stateBuffered, stateReturned) {
 			p.b.returnLater(m)
 		}
 		p.b.unsettled.remove(d)
 		p.credits.release(1)
 	}
+}
+
+// turn waits for a rate-limited message's turn, then lets the pull loop
+// ask for the next one; false if the run stopped first.
+func (p *puller) turn() bool {
+	ok := p.b.rate.acquire(p.stopping, 1) > 0
+	p.credits.limitRaised() // the pull loop waits for no message to wait
+	return ok
 }
 
 // isPullStatus tells the server's status replies to a pull request from
