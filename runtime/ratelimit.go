@@ -1,9 +1,10 @@
 package runtime
 
-// Rate limit (manifest rateLimit): the puller asks for no more messages
-// than the function's rate allows, all its instances together, so a
-// message the rate holds back waits on the server, where its ack wait does
-// not run, instead of in a buffer.
+// Rate limit (manifest rateLimit): a message is handed to a worker only at
+// its turn on a schedule all the function's instances share, and the
+// puller asks for the next only once it has had its turn, so the messages
+// the rate holds back wait on the server, where their ack wait does not
+// run, instead of in a buffer.
 
 import (
 	"context"
@@ -19,9 +20,9 @@ import (
 	"github.com/jetfn/jetfn/manifest"
 )
 
-// rateBurstWindow is how much of the allowance one grant may take: a
-// tenth of a second's worth (at least one message), so the instances share
-// the schedule with a few KV updates a second, not one a message.
+// rateBurstWindow is how much of the allowance a schedule left idle saves
+// up: a tenth of a second's worth (at least one message), so a message
+// that comes after a quiet spell does not wait a full interval.
 const rateBurstWindow = 100 * time.Millisecond
 
 // pace is a rate's schedule arithmetic (GCRA): messages are spaced an
