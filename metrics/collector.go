@@ -26,12 +26,14 @@ func gauge(name, help string, value func(wire.Stats) float64) perFunction {
 		kind: prometheus.GaugeValue, value: value}
 }
 
-// remoteGauge is a gauge of remote functions alone.
-func remoteGauge(name, help string, value func(wire.Stats) float64) perFunction {
-	g := gauge(name, help, value)
-	g.only = func(s wire.Stats) bool { return s.Remote != "" }
-	return g
+// when makes m a metric of the functions only picks alone.
+func (m perFunction) when(only func(wire.Stats) bool) perFunction {
+	m.only = only
+	return m
 }
+
+func isRemote(s wire.Stats) bool    { return s.Remote != "" }
+func isSingleton(s wire.Stats) bool { return s.Singleton != "" }
 
 // perFunctionMetrics are the metrics of one function, in exposition order.
 var perFunctionMetrics = []perFunction{
@@ -65,15 +67,13 @@ var perFunctionMetrics = []perFunction{
 		func(s wire.Stats) float64 { return float64(s.AbandonedRunning) }),
 	gauge("jetfn_rate_held", "Messages pulled and waiting for their turn under the function's rateLimit (0 without one).",
 		func(s wire.Stats) float64 { return float64(s.RateHeld) }),
-	{desc: prometheus.NewDesc("jetfn_singleton_active", "For a singleton function: 1 on the instance that pulls its messages now, 0 on those standing by.",
-		[]string{"function"}, nil), kind: prometheus.GaugeValue,
-		value: func(s wire.Stats) float64 { return boolGauge(s.Singleton == "active") },
-		only:  func(s wire.Stats) bool { return s.Singleton != "" }},
-	remoteGauge("jetfn_remote_instances",
+	gauge("jetfn_singleton_active", "For a singleton function: 1 on the instance that pulls its messages now, 0 on those standing by.",
+		func(s wire.Stats) float64 { return boolGauge(s.Singleton == "active") }).when(isSingleton),
+	gauge("jetfn_remote_instances",
 		"Micro service instances the last discovery found serving a remote function's endpoint.",
-		func(s wire.Stats) float64 { return float64(s.RemoteInstances) }),
-	remoteGauge("jetfn_remote_unanswered", "1 while a remote function's endpoint has no responders (/readyz fails).",
-		func(s wire.Stats) float64 { return boolGauge(s.RemoteError != "") }),
+		func(s wire.Stats) float64 { return float64(s.RemoteInstances) }).when(isRemote),
+	gauge("jetfn_remote_unanswered", "1 while a remote function's endpoint has no responders (/readyz fails).",
+		func(s wire.Stats) float64 { return boolGauge(s.RemoteError != "") }).when(isRemote),
 }
 
 // descOutcomes has a second label, the outcome, so it is not a perFunction.

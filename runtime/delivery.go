@@ -112,7 +112,7 @@ func (p *puller) receive(m *nats.Msg) {
 // turn waits for a rate-limited message's turn, then lets the pull loop
 // ask for the next one; false if the run stopped first.
 func (p *puller) turn() bool {
-	ok := p.b.rate.acquire(p.stopping, 1) > 0
+	ok := p.b.rate.await(p.stopping)
 	p.credits.limitRaised() // the pull loop waits for no message to wait
 	return ok
 }

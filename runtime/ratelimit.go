@@ -81,37 +81,37 @@ func newRateLimiter(r manifest.Rate, kv *sharedKV, function string, log *slog.Lo
 	return &rateLimiter{pace: newPace(r), kv: kv, key: function, log: log}
 }
 
-// acquire waits until the rate lets at least one message go and returns
-// how many of want may, or 0 once ctx is done.
-func (l *rateLimiter) acquire(ctx context.Context, want int) int {
-	l.held.Add(int64(want))
-	defer l.held.Add(-int64(want))
+// await waits for one message's turn; false if ctx ended first.
+func (l *rateLimiter) await(ctx context.Context) bool {
+	l.held.Add(1)
+	defer l.held.Add(-1)
 	for ctx.Err() == nil {
-		n, wait := l.grant(ctx, want)
-		if n > 0 {
-			return n
+		ok, wait := l.grant(ctx)
+		if ok {
+			return true
 		}
 		pause(ctx, wait)
 	}
-	return 0
+	return false
 }
 
-// grant takes from the schedule what it allows now.
-func (l *rateLimiter) grant(ctx context.Context, want int) (int, time.Duration) {
+// grant takes one message's turn if the schedule has one now, else says
+// how long until it may.
+func (l *rateLimiter) grant(ctx context.Context) (bool, time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	kv, err := l.kv.get(ctx)
 	if err != nil {
-		return 0, l.failed(ctx, err)
+		return false, l.failed(ctx, err)
 	}
 	for range 5 { // a compare-and-set: other instances take from it too
 		next, rev, err := l.read(ctx, kv)
 		if err != nil {
-			return 0, l.failed(ctx, err)
+			return false, l.failed(ctx, err)
 		}
-		n, newNext, wait := l.pace.grant(next, time.Now().UnixNano(), want)
+		n, newNext, wait := l.pace.grant(next, time.Now().UnixNano(), 1)
 		if n == 0 {
-			return 0, wait
+			return false, wait
 		}
 		value := []byte(strconv.FormatInt(newNext, 10))
 		if rev == 0 {
@@ -121,13 +121,13 @@ func (l *rateLimiter) grant(ctx context.Context, want int) (int, time.Duration) 
 		}
 		if err == nil {
 			l.failing = false
-			return n, 0
+			return true, 0
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			return 0, l.failed(ctx, err)
+			return false, l.failed(ctx, err)
 		}
 	}
-	return 0, rateContendedWait // other instances won the slots: look again soon
+	return false, rateContendedWait // other instances won the slots: look again soon
 }
 
 // rateContendedWait is how long a grant that lost its compare-and-sets to
