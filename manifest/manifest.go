@@ -70,6 +70,9 @@ type StreamSpec struct {
 	// for a new stream, an administrator's value for an existing one.
 	MaxMsgs  int64 `yaml:"maxMsgs"`
 	MaxBytes int64 `yaml:"maxBytes"`
+	// Source, set only by jetfn for a keyed stream (keyed.go), copies
+	// another stream's messages into this one.
+	Source *SourceSpec `yaml:"-"`
 }
 
 // FunctionSpec binds one function to a durable pull consumer: a compiled-in
@@ -115,8 +118,18 @@ type FunctionSpec struct {
 	// Singleton makes one instance at a time pull the function's messages;
 	// the others stand by, and one takes over within a second when the
 	// active one drains, within 5 seconds when it dies.
-	Singleton     bool `yaml:"singleton"`
-	MaxAckPending int  `yaml:"maxAckPending"`
+	Singleton bool `yaml:"singleton"`
+	// Key says where each message's key is (keyed.go); Ordered handles
+	// the messages of one key one at a time in stream order, across every
+	// instance, and KeyConcurrency lets at most that many of one key run
+	// at once instead. Partitions is how many partitions the keys are
+	// hashed to (default concurrency): keys of one partition share its
+	// order.
+	Key            *KeySpec `yaml:"key"`
+	Ordered        bool     `yaml:"ordered"`
+	KeyConcurrency int      `yaml:"keyConcurrency"`
+	Partitions     int      `yaml:"partitions"`
+	MaxAckPending  int      `yaml:"maxAckPending"`
 	// MaxPayload is the largest payload in bytes the function accepts
 	// (default 1 MiB); a larger one is dead-lettered without being decoded.
 	MaxPayload int `yaml:"maxPayload"`
@@ -324,6 +337,9 @@ func (f *FunctionSpec) applyDefaults() {
 	orDefault(&f.MaxOutage, DefaultMaxOutage)
 	orDefault(&f.Timeout, DefaultTimeout)
 	orDefault(&f.MaxAckPending, max(DefaultMaxAckPending, f.Concurrency))
+	if f.IsKeyed() {
+		orDefault(&f.Partitions, f.Concurrency)
+	}
 }
 
 // orDefault sets a key the manifest left out (its zero value) to def.

@@ -137,6 +137,9 @@ func (m *Manifest) Permissions(o PermissionOptions) Permissions {
 		if f.Singleton {
 			pub.add(sharedKeySubjects(LeasesBucket, f, o.Provision)...)
 		}
+		if f.IsKeyed() {
+			pub.add(keyedSubjects(f, o.Provision)...)
+		}
 		if o.Provision {
 			pub.add("$JS.API.CONSUMER.CREATE."+s+"."+d, "$JS.API.CONSUMER.CREATE."+s+"."+d+".>")
 			pub.add(backfillSubjects(f)...)

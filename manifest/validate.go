@@ -216,6 +216,7 @@ func (m *Manifest) validateFunction(fat place, f *FunctionSpec, add problemFunc)
 		add(fat.Key("start"), "%q is not all, new or an RFC 3339 time such as 2026-12-01T00:00:00Z", f.Start)
 	}
 	m.validateRenamedFrom(fat, f, add)
+	m.validateKey(fat, f, add)
 	m.validateOutputs(fat, f, add)
 	m.validateRemote(fat, f, add)
 }

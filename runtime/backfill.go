@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"strconv"
 	"time"
@@ -196,12 +197,21 @@ func (b *binding) backfillBinding(c jetstream.Consumer, rng backfillRange) *bind
 	cfg := c.CachedInfo().Config
 	spec := b.spec
 	spec.Durable, spec.Subject, spec.Subjects = cfg.Durable, "", filtersOf(cfg)
-	bf := &binding{spec: spec, handler: b.handler, js: b.js, dlSubject: b.dlSubject,
-		ackPrefix: ackPrefix(spec.Stream, spec.Durable), stats: b.stats, log: b.log.With("backfill_consumer", spec.Durable),
-		bufferBeats: b.bufferBeats, observe: b.observe, refusal: b.refusal, deployed: b.deployed, remote: b.remote, trace: b.trace, runs: b.runs, scope: b.scope, attempts: b.attempts, rate: b.rate, lease: b.lease,
-		backfill: &rng, main: b}
-	bf.heartbeat.Store(b.heartbeat.Load())
+	bf := b.sibling(spec, b.log.With("backfill_consumer", spec.Durable))
+	bf.backfill, bf.main = &rng, b
 	return bf
+}
+
+// sibling is a binding of another consumer for b's function (spec says
+// which): it shares b's handler, counters, run history, ID scope, rate
+// limiter and lease, and starts with b's heartbeat.
+func (b *binding) sibling(spec manifest.FunctionSpec, log *slog.Logger) *binding {
+	s := &binding{spec: spec, handler: b.handler, js: b.js, dlSubject: b.dlSubject,
+		ackPrefix: ackPrefix(spec.Stream, spec.Durable), stats: b.stats, log: log,
+		bufferBeats: b.bufferBeats, observe: b.observe, refusal: b.refusal, deployed: b.deployed, remote: b.remote,
+		trace: b.trace, runs: b.runs, scope: b.scope, attempts: b.attempts, rate: b.rate, lease: b.lease, gate: b.gate}
+	s.heartbeat.Store(b.heartbeat.Load())
+	return s
 }
 
 // runBackfill runs the backfill binding until it is done (then removes it)

@@ -65,6 +65,16 @@ type binding struct {
 	// handler, and main the binding it catches up for.
 	backfill *backfillRange
 	main     *binding
+	// parts are a keyed function's partition bindings (keyed.go): the
+	// function's own binding reads no consumer of its own and runs them;
+	// gate, shared by them, holds its handler runs to concurrency.
+	parts []*binding
+	gate  chan struct{}
+	// fromSource is set on a partition binding: its messages are copies of
+	// the input stream's, whose identity they keep (sourcedMsg).
+	fromSource bool
+	// head is a partition's message in hand, for status (keyed.go).
+	head atomic.Pointer[keyHead]
 	// runs remembers the last runs for the console (runs.go).
 	runs *runRing
 	// closeOnce closes the handler once (closeHandler).
@@ -76,6 +86,10 @@ type binding struct {
 // heartbeating) for up to drainTimeout, and whatever still runs after that
 // is Nak'd without delay so another instance takes it at once.
 func (b *binding) run(ctx context.Context, drainTimeout time.Duration) {
+	if b.parts != nil {
+		b.runParts(ctx, drainTimeout)
+		return
+	}
 	// Handlers outlive ctx: a shutdown must not cancel work in progress.
 	handlerCtx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHandlers()
@@ -164,6 +178,9 @@ func (b *binding) currentHeartbeat() time.Duration { return time.Duration(b.hear
 
 // tightenHeartbeat lowers the heartbeat to at most hb, never raises it.
 func (b *binding) tightenHeartbeat(hb time.Duration) {
+	for _, p := range b.parts {
+		p.tightenHeartbeat(hb)
+	}
 	for {
 		cur := b.heartbeat.Load()
 		if int64(hb) >= cur || b.heartbeat.CompareAndSwap(cur, int64(hb)) {

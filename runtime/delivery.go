@@ -414,7 +414,16 @@ func (w *workers) loop(wk *worker) {
 			w.done(d)
 			continue
 		}
-		switch w.b.process(w.handlerCtx, d, wk) {
+		if !w.pass() {
+			if d.move(stateBuffered, stateReturned) {
+				w.b.returnUnstarted(d.msg)
+			}
+			w.done(d)
+			continue
+		}
+		state := w.b.process(w.handlerCtx, d, wk)
+		w.leave()
+		switch state {
 		case stateAbandoned:
 			// d was settled when its handler was abandoned; a replacement
 			// holds this worker's place, unless the slot was retired: then
@@ -469,6 +478,7 @@ func (b *binding) process(ctx context.Context, d *delivery, wk *worker) delivery
 	if !b.unsettled.setAttempt(d, a) {
 		return b.unfinished(d) // abandoned while its run was being counted
 	}
+	b.noteHead(m, msg)
 	if d.attempt.n > uint64(b.spec.MaxDeliver) {
 		// Every allowed run ended without a result: the consumer has one
 		// delivery more than maxDeliver for exactly this (attempts.go).
@@ -512,7 +522,7 @@ func (b *binding) toMsg(m *nats.Msg) (jetfn.Msg, error) {
 	if !ok {
 		return jetfn.Msg{}, fmt.Errorf("reply subject %q is not a JetStream ack subject", m.Reply)
 	}
-	return jetfn.Msg{
+	msg := jetfn.Msg{
 		Subject:        m.Subject,
 		Data:           m.Data,
 		Header:         jetfn.Header(m.Header),
@@ -521,7 +531,17 @@ func (b *binding) toMsg(m *nats.Msg) (jetfn.Msg, error) {
 		StreamIdentity: b.consumer.streamIdentity(),
 		NumDelivered:   meta.numDelivered,
 		Published:      time.Unix(0, meta.timestamp),
-	}, nil
+	}
+	if b.fromSource {
+		// A keyed stream's copy is the input stream's message: its IDs,
+		// dead letter and attempts are the original's.
+		src, err := parseSourced(m.Header.Get(streamSourceHeader))
+		if err != nil {
+			return jetfn.Msg{}, err
+		}
+		msg.Subject, msg.Stream, msg.StreamSequence, msg.StreamIdentity = src.subject, src.stream, src.seq, src.identity
+	}
+	return msg, nil
 }
 
 // metaOf is the handler's view of a delivery that started: toMsg read it
@@ -722,9 +742,11 @@ func (b *binding) settle(m *nats.Msg, msg jetfn.Msg, herr error, a attempt) (ack
 			return false
 		}
 		b.forgetAttempts(msg, a)
+		b.settledHead()
 		return true
 	case outcomeRetry:
 		b.stats.setLastError(herr)
+		b.noteFailure(herr)
 		log := b.msgLog(msg)
 		log.Warn("handler failed; will retry", "err", herr, "delay", out.delay)
 		b.nak(m, out.delay, log)

@@ -12,7 +12,7 @@ import (
 func (r *Runtime) ConsumerProblems() error {
 	var errs []error
 	for _, a := range r.bound() {
-		if err := a.b.consumer.err(); err != nil {
+		if err := a.b.consumerErr(); err != nil {
 			errs = append(errs, fmt.Errorf("function %s: %w", a.b.spec.Name, err))
 		}
 	}

@@ -348,3 +348,41 @@ func provision(t *testing.T, js jetstream.JetStream, m *manifest.Manifest) {
 		}
 	}
 }
+
+// TestKeyedPermissionsSufficient runs an ordered function as a user with
+// the --provision permissions on an empty server: it creates the keyed
+// stream and its partition consumers, and handles through them, with no
+// violation.
+func TestKeyedPermissionsSufficient(t *testing.T) {
+	m, err := manifest.Parse([]byte(`
+streams:
+  - name: TEST
+    subjects: ["test.>"]
+  - name: DEADLETTER
+    subjects: ["deadletter.>"]
+functions:
+  - name: fn
+    version: 1.0.0
+    stream: TEST
+    subject: test.in.*
+    key: {token: 3}
+    ordered: true
+    concurrency: 2
+    outputs:
+      - subject: test.out
+        stream: TEST
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Validate([]string{"fn"}); err != nil {
+		t.Fatal(err)
+	}
+	p := startPermsCase(t, m, m.Permissions(manifest.PermissionOptions{Provision: true}), true)
+	p.env.publish("test.in.a", "a")
+	p.env.publish("test.in.b", "b")
+	runtimetest.Eventually(t, 20*time.Second, "the outputs of both keys", func() bool { return p.outputs() == 2 })
+	if v := p.log.Violations(); len(v) > 0 {
+		t.Fatalf("permission violations with the --provision permissions: %v\n%s", v, p.log.String())
+	}
+}

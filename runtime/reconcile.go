@@ -34,6 +34,7 @@ func streamConfig(s manifest.StreamSpec) jetstream.StreamConfig {
 		Retention:  retention,
 		MaxMsgs:    unlimitedIfZero(s.MaxMsgs),
 		MaxBytes:   unlimitedIfZero(s.MaxBytes),
+		Sources:    sourcesOf(s.Source),
 	}
 }
 
@@ -56,6 +57,10 @@ func overlayStream(have jetstream.StreamConfig, s manifest.StreamSpec) jetstream
 	}
 	if s.MaxBytes != 0 {
 		out.MaxBytes = want.MaxBytes
+	}
+	if s.Source != nil {
+		keepSourceStart(have.Sources, want.Sources)
+		out.Sources = want.Sources
 	}
 	out.Metadata = withoutServerKeys(have.Metadata)
 	return out
@@ -148,6 +153,7 @@ func streamDiff(have, want jetstream.StreamConfig) string {
 	d.field("retention", have.Retention, want.Retention)
 	d.field("maxMsgs", have.MaxMsgs, want.MaxMsgs)
 	d.field("maxBytes", have.MaxBytes, want.MaxBytes)
+	d.field("sources", have.Sources, want.Sources)
 	return d.String()
 }
 
@@ -382,6 +388,14 @@ func ServerRefusals(ctx context.Context, js jetstream.JetStream, m *manifest.Man
 		}
 		if shrinksAge(have.MaxAge, want.MaxAge) {
 			out = append(out, fmt.Sprintf("stream %s: maxAge %s → %s would delete stored messages", spec.Name, ageString(have.MaxAge), ageString(want.MaxAge)))
+		}
+	}
+	for _, f := range m.Functions {
+		if !f.IsKeyed() {
+			continue
+		}
+		if err := refuseRepartition(ctx, js, m.KeyedStream(f, time.Now())); err != nil {
+			out = append(out, fmt.Sprintf("function %s: %s", f.Name, strings.TrimPrefix(err.Error(), ErrServerRefused.Error()+": ")))
 		}
 	}
 	return out, nil

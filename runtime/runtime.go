@@ -331,6 +331,9 @@ func (r *Runtime) prepare(spec manifest.FunctionSpec, m *manifest.Manifest) (*bi
 	}
 	b.heartbeat.Store(int64(spec.Heartbeat))
 	b.trace = newRunTracer(r.opts.tracer, &b.spec)
+	if spec.IsKeyed() {
+		b.gate = make(chan struct{}, spec.Concurrency)
+	}
 	return b, nil
 }
 
@@ -345,6 +348,10 @@ func (r *Runtime) connect(ctx context.Context, b *binding, m *manifest.Manifest)
 	if err := checkInputRetention(stream, spec); err != nil {
 		return err
 	}
+	r.shareLimits(b, m)
+	if spec.IsKeyed() {
+		return r.connectParts(ctx, b, m)
+	}
 	consumer, err := r.consumer(ctx, stream, spec, m.Digest, b.log)
 	if err != nil {
 		return err
@@ -356,6 +363,15 @@ func (r *Runtime) connect(ctx context.Context, b *binding, m *manifest.Manifest)
 	b.consumer.scope = b.scope
 	b.consumer.record(ctx)
 	b.consumer.onAckWait = b.followServerAckWait
+	b.bf, err = r.bindBackfill(ctx, b, stream, m)
+	return err
+}
+
+// shareLimits gives the binding its function's rate limiter and lease,
+// which every binding of the function in this runtime shares (its
+// backfill, its partitions).
+func (r *Runtime) shareLimits(b *binding, m *manifest.Manifest) {
+	spec := b.spec
 	if spec.RateLimit != nil {
 		b.rate = newRateLimiter(*spec.RateLimit, r.sharedBucket(m, jetstream.KeyValueConfig{Bucket: manifest.RatesBucket,
 			TTL: manifest.RatesTTL, Description: "jetfn: each rate-limited function's schedule, shared by its instances"}), spec.Name, b.log)
@@ -363,8 +379,6 @@ func (r *Runtime) connect(ctx context.Context, b *binding, m *manifest.Manifest)
 	if spec.Singleton {
 		b.lease = r.leaseOf(spec.Name, m, b.log)
 	}
-	b.bf, err = r.bindBackfill(ctx, b, stream, m)
-	return err
 }
 
 // sharedBucket is a bucket the instances of some functions share (rates,
@@ -408,7 +422,7 @@ func (r *Runtime) provisionStreams(ctx context.Context, m *manifest.Manifest) er
 			return err
 		}
 	}
-	return nil
+	return ensureKeyedStreams(ctx, r.js, m)
 }
 
 func (r *Runtime) consumer(ctx context.Context, stream jetstream.Stream, spec manifest.FunctionSpec, digest string,

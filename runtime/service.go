@@ -101,12 +101,16 @@ func (b *binding) status() wire.Stats {
 	if b.remote != nil {
 		b.remote.fill(&s)
 	}
-	if err := b.consumer.err(); err != nil {
+	if err := b.consumerErr(); err != nil {
 		s.ConsumerError = err.Error()
 		return s
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), consumerInfoTimeout)
 	defer cancel()
+	if b.parts != nil {
+		b.keyStatus(ctx, &s)
+		return s
+	}
 	if info, err := b.consumer.get().Info(ctx); err == nil {
 		s.NumPending = info.NumPending
 		s.NumAckPending = info.NumAckPending

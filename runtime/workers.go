@@ -147,3 +147,25 @@ func (w *workers) reclaim() bool {
 
 // live is how many worker slots are filled.
 func (w *workers) live() int { return w.b.spec.Concurrency - int(w.retired.Load()) }
+
+// pass waits for a place under the function's concurrency when its
+// partitions share one (binding.gate): false if the binding stops first.
+// The delivery waits buffered meanwhile, kept alive by the keeper.
+func (w *workers) pass() bool {
+	if w.b.gate == nil {
+		return true
+	}
+	select {
+	case w.b.gate <- struct{}{}:
+		return true
+	case <-w.stopping.Done():
+		return false
+	}
+}
+
+// leave frees the place pass took.
+func (w *workers) leave() {
+	if w.b.gate != nil {
+		<-w.b.gate
+	}
+}

@@ -1,5 +1,7 @@
 package wire
 
+import "time"
+
 // Stats is a snapshot of one function's counters in this process. It is the
 // body of the `<function>.status` endpoint and the data of `nats micro stats`.
 type Stats struct {
@@ -64,4 +66,30 @@ type Stats struct {
 	Remote          string `json:"remote,omitempty"`
 	RemoteInstances int    `json:"remote_instances,omitempty"`
 	RemoteError     string `json:"remote_error,omitempty"`
+	// A keyed function's figures (ordered or keyConcurrency). Partitions
+	// and PerKey are as declared. KeysActive is how many partitions have a
+	// message in flight, on any instance; HeldByKey how many stored
+	// messages wait behind those (held back by their key's order or
+	// limit). StuckKeys are the keys whose head message failed on this
+	// instance and waits for its retry, holding its partition; OldestKey
+	// is the key of the oldest message this instance holds, stored
+	// OldestKeyWaitSeconds ago.
+	Partitions           int        `json:"partitions,omitempty"`
+	PerKey               int        `json:"per_key,omitempty"`
+	KeysActive           int        `json:"keys_active,omitempty"`
+	HeldByKey            uint64     `json:"held_by_key,omitempty"`
+	StuckKeys            []StuckKey `json:"stuck_keys,omitempty"`
+	OldestKey            string     `json:"oldest_key,omitempty"`
+	OldestKeyWaitSeconds float64    `json:"oldest_key_wait_seconds,omitempty"`
+}
+
+// StuckKey is a key whose head message failed and holds its partition
+// until it succeeds or is dead-lettered.
+type StuckKey struct {
+	Key       string `json:"key"`
+	Partition int    `json:"partition"`
+	// Deliveries is how many times the head message was delivered.
+	Deliveries uint64    `json:"deliveries"`
+	LastError  string    `json:"last_error"`
+	Since      time.Time `json:"since"`
 }

@@ -1,0 +1,189 @@
+package manifest
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// A keyed function handles the messages of one key in order (ordered) or
+// at most keyConcurrency of them at once, across all its instances. Its
+// messages are copied by the server into a keyed stream, partitioned by a
+// hash of the key as Kafka partitions a topic, and every partition is read
+// by a consumer of its own with at most one (or keyConcurrency) message
+// pending: the server itself never hands out a second message of a
+// partition while one is unsettled (design/per-key-ordering.md).
+
+// KeySpec says where a keyed function's message key comes from. This
+// release reads it from a subject token, which the server hashes itself
+// when it copies the message into the keyed stream.
+type KeySpec struct {
+	// Token is the 1-based position of the key among the subject's
+	// dot-separated tokens; it must be a * in every subject of the
+	// function.
+	Token int `yaml:"token"`
+	// Header and Field are reserved for keys read from a header or a JSON
+	// field, which need a router jetfn does not have yet; check refuses
+	// them.
+	Header string `yaml:"header"`
+	Field  string `yaml:"field"`
+}
+
+// KeyedStreamPrefix starts the name of every keyed stream.
+const KeyedStreamPrefix = "JETFN_KEYED_"
+
+// MaxPartitions bounds a keyed function's partitions: each is a consumer
+// every instance pulls.
+const MaxPartitions = 1024
+
+// IsKeyed reports whether the function orders or limits its messages per
+// key.
+func (f *FunctionSpec) IsKeyed() bool { return f.Ordered || f.KeyConcurrency > 0 }
+
+// PerKey is how many messages of one key may be in flight at once, across
+// every instance: 1 for an ordered function.
+func (f *FunctionSpec) PerKey() int {
+	if f.Ordered {
+		return 1
+	}
+	return f.KeyConcurrency
+}
+
+// KeyedStreamName is the keyed stream of the function's messages.
+func (f *FunctionSpec) KeyedStreamName() string { return KeyedStreamPrefix + f.Name }
+
+// PartitionDurable is the durable consumer of partition i.
+func (f *FunctionSpec) PartitionDurable(i int) string { return fmt.Sprintf("%s-p%03d", f.Durable, i) }
+
+// Partition is the spec of partition i's binding: the function's handler
+// and settings, reading the keyed stream's subjects of partition i through
+// a consumer that never has more than PerKey messages pending. A partition
+// starts at the keyed stream's first message: the keyed stream holds only
+// what no partition consumer acknowledged yet.
+func (f FunctionSpec) Partition(i int) FunctionSpec {
+	p := f
+	p.Stream, p.Subject, p.Subjects = f.KeyedStreamName(), "", []string{fmt.Sprintf("%d.>", i)}
+	p.Durable = f.PartitionDurable(i)
+	p.Concurrency, p.MaxAckPending = f.PerKey(), f.PerKey()
+	noPrefetch := 0
+	p.Prefetch = &noPrefetch
+	p.Start, p.RenamedFrom = StartAll, ""
+	return p
+}
+
+// SourceSpec is a stream's copy of another stream's messages, each subject
+// rewritten by a transform. Only jetfn writes one, for a keyed stream; it
+// is not read from a manifest.
+type SourceSpec struct {
+	Stream     string
+	Transforms []Transform
+	// StartTime, when set, skips what the source stored before it (a
+	// keyed function's start: new or a time).
+	StartTime *time.Time
+}
+
+// Transform rewrites a subject matching Source into Destination.
+type Transform struct{ Source, Destination string }
+
+// KeyedStream is the stream that holds a keyed function's messages until
+// they are handled: work-queue retention (a partition consumer's ack
+// deletes its message), the input stream's storage and replicas, and no
+// duplicate window, since the server copies each message exactly once and
+// a replay must not be taken for a repeat. now is the start of a function
+// that starts with new messages.
+func (m *Manifest) KeyedStream(f FunctionSpec, now time.Time) StreamSpec {
+	in, _ := m.Stream(f.Stream)
+	src := &SourceSpec{Stream: f.Stream, Transforms: f.PartitionTransforms()}
+	if at, ok := f.StartTime(); ok {
+		src.StartTime = &at
+	} else if f.Start == StartNew {
+		src.StartTime = &now
+	}
+	return StreamSpec{Name: f.KeyedStreamName(), Retention: "workqueue", Storage: in.Storage, Replicas: in.Replicas,
+		Source: src}
+}
+
+// PartitionTransforms map each of the function's subjects to
+// "<partition>.<subject>", the partition being nats-server's FNV-1a hash of
+// the key token modulo Partitions (internal/partition computes the same).
+func (f *FunctionSpec) PartitionTransforms() []Transform {
+	var out []Transform
+	for _, subj := range f.FilterSubjects() {
+		tokens := strings.Split(subj, ".")
+		dest := make([]string, len(tokens))
+		wildcard, keyWildcard := 0, 0
+		for i, t := range tokens {
+			dest[i] = t
+			if t == "*" {
+				wildcard++
+				dest[i] = fmt.Sprintf("{{wildcard(%d)}}", wildcard)
+				if i+1 == f.Key.Token {
+					keyWildcard = wildcard
+				}
+			}
+		}
+		out = append(out, Transform{Source: subj,
+			Destination: fmt.Sprintf("{{partition(%d,%d)}}.%s", f.Partitions, keyWildcard, strings.Join(dest, "."))})
+	}
+	return out
+}
+
+// validateKey checks a keyed function's key, partitions and the options a
+// keyed function cannot have yet.
+func (m *Manifest) validateKey(fat place, f *FunctionSpec, add problemFunc) {
+	switch {
+	case f.Ordered && f.KeyConcurrency > 0:
+		add(fat.Key("keyConcurrency"), "give ordered or keyConcurrency, not both: ordered is one message of a key at a time, in order")
+	case f.KeyConcurrency < 0:
+		add(fat.Key("keyConcurrency"), "%d must be at least 1", f.KeyConcurrency)
+	case f.Key == nil && f.IsKeyed():
+		add(fat.Key("key"), "required with ordered or keyConcurrency: where each message's key is, such as {token: 2}")
+	case f.Key != nil && !f.IsKeyed():
+		add(fat.Key("key"), "nothing uses it: add ordered: true (one message of a key at a time, in order) or keyConcurrency: n")
+	}
+	if f.Partitions != 0 && !f.IsKeyed() {
+		add(fat.Key("partitions"), "only a keyed function (ordered or keyConcurrency) has partitions")
+	}
+	if f.Key == nil || !f.IsKeyed() {
+		return
+	}
+	if f.Partitions < 1 || f.Partitions > MaxPartitions {
+		add(fat.Key("partitions"), "%d must be from 1 to %d", f.Partitions, MaxPartitions)
+	}
+	kat := fat.Key("key")
+	switch {
+	case f.Key.Header != "" || f.Key.Field != "":
+		add(kat, "keys from a header or a JSON field are not supported yet (they need a router that copies each "+
+			"message to its partition); take the key from a subject token, such as {token: 2}")
+	case f.Key.Token < 1:
+		add(kat, "token: want the 1-based position of the key in the subject, such as {token: 2} for orders.<id>.created")
+	default:
+		for _, subj := range f.FilterSubjects() {
+			tokens := strings.Split(subj, ".")
+			if f.Key.Token > len(tokens) || tokens[f.Key.Token-1] != "*" {
+				add(kat, "token %d of subject %s is not a *: every message of that subject would have the same key "+
+					"(or none); make the key's token a * in every subject", f.Key.Token, subj)
+			}
+		}
+	}
+	if f.RenamedFrom != "" {
+		add(fat.Key("renamedFrom"), "a keyed function cannot be renamed yet: its keyed stream and partitions are named after it")
+	}
+}
+
+// keyedSubjects are what a keyed function's instance needs beyond its
+// input: its keyed stream's lookup and every partition consumer's pull,
+// ack and lookup (the keyed stream is jetfn's, so a wildcard names its
+// partitions), and with provisioning the stream's and consumers' creation.
+// The server copies the input into the keyed stream itself, with no
+// permission of the instance's.
+func keyedSubjects(f FunctionSpec, provision bool) []string {
+	ks := f.KeyedStreamName()
+	subjects := []string{"$JS.API.STREAM.INFO." + ks, "$JS.API.CONSUMER.MSG.NEXT." + ks + ".*",
+		"$JS.ACK." + ks + ".>", "$JS.API.CONSUMER.INFO." + ks + ".*"}
+	if provision {
+		subjects = append(subjects, "$JS.API.STREAM.CREATE."+ks, "$JS.API.STREAM.UPDATE."+ks,
+			"$JS.API.CONSUMER.CREATE."+ks+".*", "$JS.API.CONSUMER.CREATE."+ks+".*.>")
+	}
+	return subjects
+}

@@ -1,0 +1,286 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetfn/jetfn"
+	"github.com/jetfn/jetfn/internal/msgkey"
+	"github.com/jetfn/jetfn/manifest"
+	"github.com/jetfn/jetfn/wire"
+)
+
+// A keyed function (manifest keyed.go) is bound as one binding per
+// partition: each reads its partition's consumer on the keyed stream, and
+// the server hands out no second message of a partition while one is
+// unacknowledged (MaxAckPending is the function's perKey), so the messages
+// of one key are handled in stream order by one instance at a time, with
+// every retry, restart and instance change. The function's own binding
+// holds no consumer: it runs the partitions and answers for them.
+
+// ensureKeyedStreams creates or updates the keyed stream of every keyed
+// function, after the streams they copy from.
+func ensureKeyedStreams(ctx context.Context, js jetstream.JetStream, m *manifest.Manifest) error {
+	for _, f := range m.Functions {
+		if !f.IsKeyed() {
+			continue
+		}
+		spec := m.KeyedStream(f, time.Now())
+		if err := refuseRepartition(ctx, js, spec); err != nil {
+			return err
+		}
+		if err := ensureStream(ctx, js, spec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// refuseRepartition refuses to change how a keyed stream maps keys to
+// partitions while it holds messages: a key's waiting messages would stay
+// in its old partition while its new ones went to another, and the two
+// would run side by side, out of order.
+func refuseRepartition(ctx context.Context, js jetstream.JetStream, spec manifest.StreamSpec) error {
+	s, err := js.Stream(ctx, spec.Name)
+	if err != nil {
+		return nil // none yet, or ensureStream says what is wrong
+	}
+	info := s.CachedInfo()
+	if info.State.Msgs == 0 || slices.EqualFunc(info.Config.Sources, streamConfig(spec).Sources, sameTransforms) {
+		return nil
+	}
+	return fmt.Errorf("%w: keyed stream %s holds %d messages not yet handled; changing the function's partitions or "+
+		"subjects now would put new messages of a key in another partition than its waiting ones, out of order. "+
+		"Deploy the change once the stream is empty (`nats stream info %s`)", ErrServerRefused, spec.Name, info.State.Msgs, spec.Name)
+}
+
+func sameTransforms(a, b *jetstream.StreamSource) bool {
+	return a.Name == b.Name && slices.Equal(a.SubjectTransforms, b.SubjectTransforms)
+}
+
+// sourcesOf is the keyed stream's source: the input stream, through the
+// partition transforms.
+func sourcesOf(src *manifest.SourceSpec) []*jetstream.StreamSource {
+	if src == nil {
+		return nil
+	}
+	ss := &jetstream.StreamSource{Name: src.Stream, OptStartTime: src.StartTime}
+	for _, t := range src.Transforms {
+		ss.SubjectTransforms = append(ss.SubjectTransforms, jetstream.SubjectTransformConfig{Source: t.Source, Destination: t.Destination})
+	}
+	return []*jetstream.StreamSource{ss}
+}
+
+// keepSourceStart gives want's sources the start the server's have: where
+// a source started is decided once, when the keyed stream is made.
+func keepSourceStart(have, want []*jetstream.StreamSource) {
+	for _, w := range want {
+		for _, h := range have {
+			if h.Name == w.Name {
+				w.OptStartTime, w.OptStartSeq = h.OptStartTime, h.OptStartSeq
+			}
+		}
+	}
+}
+
+// connectParts binds every partition of a keyed function to its consumer
+// on the keyed stream, creating the consumers when provisioning.
+func (r *Runtime) connectParts(ctx context.Context, b *binding, m *manifest.Manifest) error {
+	name := b.spec.KeyedStreamName()
+	ks, err := r.js.Stream(ctx, name)
+	if err != nil {
+		return fmt.Errorf("looking up keyed stream %s: %w", name, err)
+	}
+	streamSpec := m.KeyedStream(b.spec, time.Now())
+	parts := make([]*binding, b.spec.Partitions)
+	for i := range parts {
+		spec := b.spec.Partition(i)
+		p := b.sibling(spec, b.log.With("partition", i))
+		p.fromSource = true
+		c, err := r.partitionConsumer(ctx, ks, spec, m.Digest, p)
+		if err != nil {
+			return err
+		}
+		p.consumer = newConsumerHandle(r.js, spec, streamSpec, m.Digest, !r.opts.noProvision, p.log, c, ks.CachedInfo().Created, nil)
+		p.consumer.onAckWait = p.followServerAckWait
+		parts[i] = p
+	}
+	b.parts = parts
+	return nil
+}
+
+// partitionConsumer is partition spec's consumer: created or updated when
+// provisioning, else looked up. It keeps no recorded position: the keyed
+// stream deletes what it acknowledged, so a consumer made again starts at
+// the stream's first message and misses nothing.
+func (r *Runtime) partitionConsumer(ctx context.Context, ks jetstream.Stream, spec manifest.FunctionSpec, digest string,
+	p *binding) (jetstream.Consumer, error) {
+	if !r.opts.noProvision {
+		return ensureConsumer(ctx, ks, spec, digest, p.log, nil)
+	}
+	c, err := ks.Consumer(ctx, spec.Durable)
+	if err != nil {
+		return nil, fmt.Errorf("looking up consumer %s (provisioning is off): %w", spec.Durable, err)
+	}
+	return c, checkUnlimitedDeliveries(c, spec)
+}
+
+// runParts runs every partition until ctx is done and each has drained.
+func (b *binding) runParts(ctx context.Context, drainTimeout time.Duration) {
+	var wg sync.WaitGroup
+	for _, p := range b.parts {
+		wg.Go(func() { p.run(ctx, drainTimeout) })
+	}
+	wg.Wait()
+}
+
+// consumers are the consumer handles the binding pulls from: its own, or
+// its partitions'.
+func (b *binding) consumers() []*consumerHandle {
+	if b.parts == nil {
+		return []*consumerHandle{b.consumer}
+	}
+	hs := make([]*consumerHandle, len(b.parts))
+	for i, p := range b.parts {
+		hs[i] = p.consumer
+	}
+	return hs
+}
+
+// consumerErr is the first missing consumer of the binding's, naming its
+// partition when it has several.
+func (b *binding) consumerErr() error {
+	for i, h := range b.consumers() {
+		if err := h.err(); err != nil {
+			if b.parts != nil {
+				return fmt.Errorf("partition %d: %w", i, err)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// sourced is what a keyed stream's copy says of the message it copies,
+// read from its Nats-Stream-Source header, which nats-server writes as
+// "<stream> <seq> <filters> <transforms> <subject>[ <identity>]".
+type sourced struct {
+	stream, subject, identity string
+	seq                       uint64
+}
+
+// errNotSourced is a keyed stream message without a readable origin: one
+// published to the keyed stream directly, not copied by the server.
+var errNotSourced = errors.New("the message has no Nats-Stream-Source header naming the input stream's message; " +
+	"only the server's copies belong in a keyed stream")
+
+func parseSourced(h string) (sourced, error) {
+	fields := strings.Split(h, " ")
+	if len(fields) < 5 {
+		return sourced{}, fmt.Errorf("%w (got %q)", errNotSourced, h)
+	}
+	seq, err := strconv.ParseUint(fields[1], 10, 64)
+	if err != nil || seq == 0 {
+		return sourced{}, fmt.Errorf("%w (got %q)", errNotSourced, h)
+	}
+	s := sourced{stream: fields[0], seq: seq, subject: fields[4]}
+	if len(fields) > 5 {
+		s.identity = fields[5]
+	}
+	return s, nil
+}
+
+// streamSourceHeader is the header nats-server puts on a sourced copy.
+const streamSourceHeader = "Nats-Stream-Source"
+
+// keyHead is the message a partition binding handles or retries: its
+// key, and whether its last run failed. A partition holds its message
+// until it is settled for good, so this is the head of its keys' line.
+type keyHead struct {
+	key       string
+	keyedSeq  uint64 // in the keyed stream, to tell when another instance settled it
+	stored    time.Time
+	delivered uint64
+	lastErr   string
+	since     time.Time // when its first failure was seen; zero while none
+}
+
+// noteHead records the message m a partition starts handling.
+func (b *binding) noteHead(m *nats.Msg, msg jetfn.Msg) {
+	if !b.fromSource {
+		return
+	}
+	meta, _ := parseOwnAckReply(m.Reply, b.ackPrefix, b.spec.Stream)
+	key, _ := msgkey.Source{Token: b.spec.Key.Token}.Of(msg.Subject, nil, nil)
+	h := &keyHead{key: key, keyedSeq: meta.streamSeq, stored: msg.Published, delivered: msg.NumDelivered}
+	if old := b.head.Load(); old != nil && old.keyedSeq == h.keyedSeq {
+		h.lastErr, h.since = old.lastErr, old.since
+	}
+	b.head.Store(h)
+}
+
+// noteFailure marks the head as failed: its key is stuck until a run
+// succeeds or it is dead-lettered.
+func (b *binding) noteFailure(herr error) {
+	if h := b.head.Load(); h != nil && b.fromSource {
+		failed := *h
+		failed.lastErr = herr.Error()
+		if failed.since.IsZero() {
+			failed.since = time.Now()
+		}
+		b.head.CompareAndSwap(h, &failed)
+	}
+}
+
+// settledHead forgets the head once it is settled for good.
+func (b *binding) settledHead() {
+	if b.fromSource {
+		b.head.Store(nil)
+	}
+}
+
+// keyStatus adds up the partitions' consumers and reports the keys this
+// instance holds: one consumer lookup per partition.
+func (b *binding) keyStatus(ctx context.Context, s *wire.Stats) {
+	s.Partitions, s.PerKey = b.spec.Partitions, b.spec.PerKey()
+	var oldest *keyHead
+	for i, p := range b.parts {
+		info, err := p.consumer.get().Info(ctx)
+		if err != nil {
+			continue
+		}
+		s.NumPending += info.NumPending
+		s.NumAckPending += info.NumAckPending
+		if info.NumAckPending > 0 {
+			s.KeysActive++
+		}
+		if info.NumAckPending >= s.PerKey {
+			s.HeldByKey += info.NumPending
+		}
+		h := p.head.Load()
+		if h == nil || info.AckFloor.Stream >= h.keyedSeq {
+			p.head.CompareAndSwap(h, nil) // settled, here or by another instance
+			continue
+		}
+		if oldest == nil || h.stored.Before(oldest.stored) {
+			oldest = h
+		}
+		if !h.since.IsZero() {
+			s.StuckKeys = append(s.StuckKeys, wire.StuckKey{Key: h.key, Partition: i, Deliveries: h.delivered,
+				LastError: h.lastErr, Since: h.since})
+		}
+	}
+	slices.SortFunc(s.StuckKeys, func(a, b wire.StuckKey) int { return a.Since.Compare(b.Since) })
+	if oldest != nil {
+		s.OldestKey, s.OldestKeyWaitSeconds = oldest.key, time.Since(oldest.stored).Seconds()
+	}
+}

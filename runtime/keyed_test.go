@@ -1,0 +1,204 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jetfn/jetfn"
+	"github.com/jetfn/jetfn/internal/partition"
+	"github.com/jetfn/jetfn/manifest"
+	"github.com/jetfn/jetfn/runtime/runtimetest"
+	"github.com/jetfn/jetfn/wire"
+)
+
+// keyedManifest has a function fn reading test.<key> in order of its key
+// (the subject's second token), with the spec lines given.
+func keyedManifest(t *testing.T, fnSpec string) *manifest.Manifest {
+	t.Helper()
+	m, err := manifest.Parse([]byte(`
+streams:
+  - name: TEST
+    subjects: ["test.>"]
+  - name: DEADLETTER
+    subjects: ["deadletter.>"]
+functions:
+  - name: fn
+    version: 1.0.0
+    stream: TEST
+    subject: test.*
+    key: {token: 2}
+` + fnSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// keyOrder is a handler that records every run per key, fails the first
+// run of the messages fail picks, and notes any two runs of one key at
+// once.
+type keyOrder struct {
+	mu      sync.Mutex
+	running map[string]int
+	runs    map[string][]jetfn.Msg // every run, in the order they started
+	done    map[string][]uint64    // the sequences that succeeded
+	overlap []string
+	fail    func(jetfn.Msg) bool
+	ok      int
+}
+
+func newKeyOrder(fail func(jetfn.Msg) bool) *keyOrder {
+	return &keyOrder{running: map[string]int{}, runs: map[string][]jetfn.Msg{}, done: map[string][]uint64{}, fail: fail}
+}
+
+func (k *keyOrder) Handle(_ context.Context, msg jetfn.Msg) error {
+	key := strings.TrimPrefix(msg.Subject, "test.")
+	k.mu.Lock()
+	k.running[key]++
+	if k.running[key] > 1 {
+		k.overlap = append(k.overlap, fmt.Sprintf("key %s: seq %d started while another ran", key, msg.StreamSequence))
+	}
+	k.runs[key] = append(k.runs[key], msg)
+	k.mu.Unlock()
+	time.Sleep(time.Duration(msg.StreamSequence%3) * time.Millisecond) // let partitions interleave
+	failed := msg.NumDelivered == 1 && k.fail(msg)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.running[key]--
+	if failed {
+		return errors.New("first run fails")
+	}
+	k.done[key] = append(k.done[key], msg.StreamSequence)
+	k.ok++
+	return nil
+}
+
+func (k *keyOrder) succeeded() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.ok
+}
+
+// TestOrderedPerKeyAcrossInstances: two instances of an ordered function
+// handle every key's messages one at a time in stream order, though
+// every seventh message fails its first run and is retried: the messages
+// behind it in its key wait for it. The handler sees the input stream's
+// message, not the keyed stream's copy.
+func TestOrderedPerKeyAcrossInstances(t *testing.T) {
+	env := newEnv(t)
+	m := keyedManifest(t, "    ordered: true\n    concurrency: 4\n    ackWait: 2s\n    backoff: [50ms]\n")
+	h := newKeyOrder(func(msg jetfn.Msg) bool { return msg.StreamSequence%7 == 0 })
+	env.start(m, h)
+	env.start(m, h)
+	const keys, each = 12, 25
+	published := map[string][]uint64{}
+	for i := range keys * each {
+		key := fmt.Sprintf("k%d", i%keys)
+		ack, err := env.js.Publish(context.Background(), "test."+key, []byte("x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		published[key] = append(published[key], ack.Sequence)
+	}
+	runtimetest.Eventually(t, 30*time.Second, "every message handled", func() bool { return h.succeeded() >= keys*each })
+	in, err := env.js.Stream(context.Background(), "TEST")
+	if err != nil {
+		t.Fatal(err)
+	}
+	identity := StreamIdentity(in.CachedInfo().Created)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.overlap) > 0 {
+		t.Fatalf("runs of one key overlapped: %v", h.overlap)
+	}
+	for key, want := range published {
+		if got := h.done[key]; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("key %s succeeded in order %v, want %v (stream order, each once)", key, got, want)
+		}
+		var last uint64
+		for _, run := range h.runs[key] {
+			if run.StreamSequence < last {
+				t.Errorf("key %s: seq %d ran after seq %d", key, run.StreamSequence, last)
+			}
+			last = run.StreamSequence
+			if run.Stream != "TEST" || run.Subject != "test."+key || run.StreamIdentity != identity {
+				t.Fatalf("handler saw stream %s subject %s identity %s, want TEST, test.%s, %s (the input's message)",
+					run.Stream, run.Subject, run.StreamIdentity, key, identity)
+			}
+		}
+	}
+}
+
+// TestKeyedStuckKeyVisible: a key whose head message keeps failing holds
+// its partition and is named in the function's status with its error;
+// its next message is counted as held back by its key; other keys go on;
+// readiness does not fail for it.
+func TestKeyedStuckKeyVisible(t *testing.T) {
+	env := newEnv(t)
+	m := keyedManifest(t, "    ordered: true\n    concurrency: 2\n    partitions: 8\n    maxDeliver: 20\n    backoff: [300ms]\n")
+	h := newKeyOrder(func(jetfn.Msg) bool { return false })
+	failing := jetfn.HandlerFunc(func(ctx context.Context, msg jetfn.Msg) error {
+		if msg.Subject == "test.bad" {
+			return errors.New("boom")
+		}
+		return h.Handle(ctx, msg)
+	})
+	r := env.start(m, failing)
+	var good []string
+	for i := 0; len(good) < 3; i++ {
+		if key := fmt.Sprintf("g%d", i); partition.Of([]byte(key), 8) != partition.Of([]byte("bad"), 8) {
+			good = append(good, key)
+		}
+	}
+	env.publish("test.bad", "1")
+	env.publish("test.bad", "2")
+	for _, key := range good {
+		env.publish("test."+key, "x")
+	}
+	runtimetest.Eventually(t, 20*time.Second, "the other keys handled", func() bool { return h.succeeded() == len(good) })
+	var s wire.Stats
+	runtimetest.Eventually(t, 20*time.Second, "the stuck key in the status", func() bool {
+		s = r.rt.Stats()[0]
+		return len(s.StuckKeys) == 1 && s.StuckKeys[0].Deliveries >= 2
+	})
+	stuck := s.StuckKeys[0]
+	if stuck.Key != "bad" || stuck.Partition != partition.Of([]byte("bad"), 8) || !strings.Contains(stuck.LastError, "boom") {
+		t.Fatalf("stuck key %+v, want bad in partition %d failing with boom", stuck, partition.Of([]byte("bad"), 8))
+	}
+	if s.HeldByKey != 1 || s.KeysActive != 1 || s.OldestKey != "bad" || s.Partitions != 8 || s.PerKey != 1 {
+		t.Fatalf("status %+v; want 1 message held by its key, 1 key active, oldest key bad, 8 partitions of 1", s)
+	}
+	if err := r.rt.ConsumerProblems(); err != nil {
+		t.Fatalf("a stuck key made the runtime unready: %v", err)
+	}
+}
+
+// TestRepartitionRefusedWhileMessagesWait: a deploy that changes a keyed
+// function's partitions while its keyed stream holds messages is refused,
+// by check --server and by the runtime: the waiting messages of a key
+// would be overtaken by its new ones in another partition.
+func TestRepartitionRefusedWhileMessagesWait(t *testing.T) {
+	env := newEnv(t)
+	spec := "    ordered: true\n    concurrency: 2\n    maxDeliver: 20\n    backoff: [1m]\n"
+	r := env.start(keyedManifest(t, spec), jetfn.HandlerFunc(func(context.Context, jetfn.Msg) error { return errors.New("not now") }))
+	env.publish("test.a", "x")
+	runtimetest.Eventually(t, 10*time.Second, "the message copied to the keyed stream", func() bool {
+		return env.streamMsgs("JETFN_KEYED_fn") == 1
+	})
+	more := keyedManifest(t, spec+"    partitions: 4\n")
+	refusals, err := ServerRefusals(context.Background(), env.js, more)
+	if err != nil || len(refusals) != 1 || !strings.Contains(refusals[0], "keyed stream JETFN_KEYED_fn holds 1 messages not yet handled") {
+		t.Fatalf("check --server said %q, %v; want the repartition refused", refusals, err)
+	}
+	if err := r.rt.Apply(context.Background(), more); !errors.Is(err, ErrServerRefused) {
+		t.Fatalf("Apply = %v, want ErrServerRefused", err)
+	}
+	if got := r.rt.Stats()[0].Partitions; got != 2 {
+		t.Fatalf("runs %d partitions after the refusal, want the previous 2", got)
+	}
+}
