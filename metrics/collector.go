@@ -34,6 +34,7 @@ func (m perFunction) when(only func(wire.Stats) bool) perFunction {
 
 func isRemote(s wire.Stats) bool    { return s.Remote != "" }
 func isSingleton(s wire.Stats) bool { return s.Singleton != "" }
+func isKeyed(s wire.Stats) bool     { return s.Partitions > 0 }
 
 // perFunctionMetrics are the metrics of one function, in exposition order.
 var perFunctionMetrics = []perFunction{
@@ -69,6 +70,14 @@ var perFunctionMetrics = []perFunction{
 		func(s wire.Stats) float64 { return float64(s.RateHeld) }),
 	gauge("jetfn_singleton_active", "For a singleton function: 1 on the instance that pulls its messages now, 0 on those standing by.",
 		func(s wire.Stats) float64 { return boolGauge(s.Singleton == "active") }).when(isSingleton),
+	gauge("jetfn_keys_active", "For a keyed function: partitions with a message in flight on any instance, so keys being handled.",
+		func(s wire.Stats) float64 { return float64(s.KeysActive) }).when(isKeyed),
+	gauge("jetfn_held_by_key", "For a keyed function: stored messages waiting behind a message of their partition in flight.",
+		func(s wire.Stats) float64 { return float64(s.HeldByKey) }).when(isKeyed),
+	gauge("jetfn_stuck_keys", "For a keyed function: keys whose head message failed on this instance and waits for its retry.",
+		func(s wire.Stats) float64 { return float64(len(s.StuckKeys)) }).when(isKeyed),
+	gauge("jetfn_oldest_key_wait_seconds", "For a keyed function: how long ago the oldest message this instance holds was stored.",
+		func(s wire.Stats) float64 { return s.OldestKeyWaitSeconds }).when(isKeyed),
 	gauge("jetfn_remote_instances",
 		"Micro service instances the last discovery found serving a remote function's endpoint.",
 		func(s wire.Stats) float64 { return float64(s.RemoteInstances) }).when(isRemote),

@@ -202,3 +202,47 @@ func TestRepartitionRefusedWhileMessagesWait(t *testing.T) {
 		t.Fatalf("runs %d partitions after the refusal, want the previous 2", got)
 	}
 }
+
+// TestKeyConcurrencyBoundsEachKey: with keyConcurrency 2, two instances
+// never run more than two messages of one key at once, and do run two.
+func TestKeyConcurrencyBoundsEachKey(t *testing.T) {
+	env := newEnv(t)
+	m := keyedManifest(t, "    keyConcurrency: 2\n    concurrency: 4\n    partitions: 4\n")
+	var mu sync.Mutex
+	running, most := map[string]int{}, map[string]int{}
+	var handled int
+	h := jetfn.HandlerFunc(func(_ context.Context, msg jetfn.Msg) error {
+		mu.Lock()
+		running[msg.Subject]++
+		most[msg.Subject] = max(most[msg.Subject], running[msg.Subject])
+		mu.Unlock()
+		time.Sleep(20 * time.Millisecond) // long enough for a second message of the key to start beside it
+		mu.Lock()
+		defer mu.Unlock()
+		running[msg.Subject]--
+		handled++
+		return nil
+	})
+	env.start(m, h)
+	env.start(m, h)
+	for i := range 60 {
+		env.publish(fmt.Sprintf("test.k%d", i%3), "x")
+	}
+	runtimetest.Eventually(t, 20*time.Second, "every message handled", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return handled == 60
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	reached := 0
+	for key, n := range most {
+		if n > 2 {
+			t.Fatalf("key %s ran %d messages at once, want at most 2", key, n)
+		}
+		reached = max(reached, n)
+	}
+	if reached != 2 {
+		t.Fatalf("no key ran 2 messages at once (most %v): keyConcurrency 2 ran one at a time", most)
+	}
+}

@@ -28,6 +28,9 @@ func WriteTable(w io.Writer, instances []Instance, now time.Time) error {
 	if err != nil || len(instances) == 0 {
 		return err
 	}
+	if err := writeKeys(w, instances, now); err != nil {
+		return err
+	}
 	return writeRemotes(w, instances)
 }
 

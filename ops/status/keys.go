@@ -1,0 +1,44 @@
+package status
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+)
+
+// writeKeys prints, under the functions, each keyed function's partitions
+// as every instance sees them, then every stuck key by name: a key whose
+// head message keeps failing holds its partition, and the operator must
+// find it without reading logs. Nothing when no function is keyed.
+func writeKeys(w io.Writer, instances []Instance, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	header, stuckHeader := false, false
+	for _, in := range instances {
+		s := in.Stats
+		if s.Partitions == 0 {
+			continue
+		}
+		if !header {
+			fmt.Fprintln(tw, "\nKEYED FUNCTION\tINSTANCE\tPARTITIONS\tPER KEY\tKEYS ACTIVE\tHELD BY KEY\tOLDEST KEY\tWAITING")
+			header = true
+		}
+		oldest, waiting := "-", "-"
+		if s.OldestKey != "" {
+			oldest, waiting = s.OldestKey, formatUptime(time.Duration(s.OldestKeyWaitSeconds*float64(time.Second)))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", in.Function, in.ID, s.Partitions, s.PerKey, s.KeysActive,
+			s.HeldByKey, oldest, waiting)
+	}
+	for _, in := range instances {
+		for _, k := range in.Stats.StuckKeys {
+			if !stuckHeader {
+				fmt.Fprintln(tw, "\nSTUCK KEY\tFUNCTION\tINSTANCE\tPARTITION\tDELIVERIES\tFAILING FOR\tLAST ERROR")
+				stuckHeader = true
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", k.Key, in.Function, in.ID, k.Partition, k.Deliveries,
+				formatUptime(now.Sub(k.Since)), truncate(k.LastError, maxErrorWidth))
+		}
+	}
+	return tw.Flush()
+}
