@@ -1,0 +1,250 @@
+// Package keyed measures what ordering per key costs: a backlog of
+// messages spread over many keys, drained by the same no-op function
+// unordered, ordered per key (jetfn's partitions), and by the client-side
+// alternative a nats.go user writes (the same keyed stream, one consumer
+// per partition with one message pending, consumed in a goroutine each).
+// Repetitions alternate the variants, each on a fresh embedded
+// nats-server, so drift on a shared machine hits all of them.
+package keyed
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	goruntime "runtime"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetfn/jetfn"
+	"github.com/jetfn/jetfn/devstack"
+	"github.com/jetfn/jetfn/manifest"
+	"github.com/jetfn/jetfn/runtime"
+)
+
+// Variants, as the table names them.
+const (
+	Unordered   = "jetfn-unordered"
+	Ordered     = "jetfn-ordered"
+	Partitioned = "natsgo-partitioned"
+)
+
+// Config is one comparison: Messages stored over Keys keys, drained with
+// Concurrency workers (and as many partitions), Repetitions times each.
+type Config struct {
+	Messages, Keys, Concurrency, Repetitions int
+	Variants                                 []string
+	Progress                                 func(string)
+}
+
+// Sample is one drain: how long it took and the process's CPU time (the
+// embedded server's included, the same for every variant) per message.
+type Sample struct {
+	Variant   string
+	Elapsed   time.Duration
+	CPUPerMsg time.Duration
+	// HeapAfter is the process's heap in use right after the drain, the
+	// server's included: what many keys leave behind.
+	HeapAfter uint64
+}
+
+// Rate is messages per second.
+func (s Sample) Rate(n int) float64 { return float64(n) / s.Elapsed.Seconds() }
+
+// Run drains the backlog with every variant, Repetitions times,
+// alternating them.
+func Run(ctx context.Context, cfg Config) ([]Sample, error) {
+	var out []Sample
+	for rep := range cfg.Repetitions {
+		for i := range cfg.Variants {
+			v := cfg.Variants[(i+rep)%len(cfg.Variants)] // rotate who goes first
+			s, err := drainOnce(ctx, cfg, v)
+			if err != nil {
+				return nil, fmt.Errorf("%s repetition %d: %w", v, rep+1, err)
+			}
+			if cfg.Progress != nil {
+				cfg.Progress(fmt.Sprintf("%-20s rep %d: %8.0f msgs/s  %6.1f µs CPU/msg  heap after %5.1f MiB", v, rep+1,
+					s.Rate(cfg.Messages), float64(s.CPUPerMsg)/1e3, float64(s.HeapAfter)/(1<<20)))
+			}
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+const (
+	stream  = "BENCH"
+	subject = "bench.*"
+	durable = "keyed"
+)
+
+// drainOnce stores the backlog on a fresh server, then times variant v
+// from its start until it handled every message.
+func drainOnce(ctx context.Context, cfg Config, v string) (Sample, error) {
+	dir, err := os.MkdirTemp("", "jetfn-keyed-bench-")
+	if err != nil {
+		return Sample{}, err
+	}
+	defer os.RemoveAll(dir)
+	ns, err := devstack.StartNATS(devstack.NATSOptions{Port: -1, StoreDir: dir})
+	if err != nil {
+		return Sample{}, err
+	}
+	defer devstack.StopNATS(ns)
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		return Sample{}, err
+	}
+	defer nc.Close()
+	if err := storeBacklog(ctx, nc, cfg); err != nil {
+		return Sample{}, err
+	}
+	var handled atomic.Int64
+	done := make(chan struct{})
+	count := func() {
+		if handled.Add(1) == int64(cfg.Messages) {
+			close(done)
+		}
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cpu0, start := cpuTime(), time.Now()
+	wait, err := startVariant(runCtx, nc, ns, cfg, v, count)
+	if err != nil {
+		return Sample{}, err
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Minute):
+		return Sample{}, fmt.Errorf("handled %d of %d in 10 minutes", handled.Load(), cfg.Messages)
+	}
+	s := Sample{Variant: v, Elapsed: time.Since(start), CPUPerMsg: (cpuTime() - cpu0) / time.Duration(cfg.Messages), HeapAfter: heapInUse()}
+	cancel()
+	wait()
+	return s, nil
+}
+
+// storeBacklog publishes Messages messages, message i to key i mod Keys.
+func storeBacklog(ctx context.Context, nc *nats.Conn, cfg Config) error {
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
+	if err != nil {
+		return err
+	}
+	for _, s := range []jetstream.StreamConfig{{Name: stream, Subjects: []string{"bench.>"}}, {Name: "DEADLETTER", Subjects: []string{"deadletter.>"}}} {
+		if _, err := js.CreateStream(ctx, s); err != nil {
+			return err
+		}
+	}
+	payload := make([]byte, 128)
+	for i := range cfg.Messages {
+		if _, err := js.PublishAsync(fmt.Sprintf("bench.k%d", i%cfg.Keys), payload); err != nil {
+			return err
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func startVariant(ctx context.Context, nc *nats.Conn, ns *server.Server, cfg Config, v string, count func()) (func(), error) {
+	switch v {
+	case Unordered:
+		return startJetfn(ctx, nc, cfg, "", count)
+	case Ordered:
+		return startJetfn(ctx, nc, cfg, fmt.Sprintf("    key: {token: 2}\n    ordered: true\n    partitions: %d\n", cfg.Concurrency), count)
+	case Partitioned:
+		return startPartitioned(ctx, nc, cfg, count)
+	}
+	return nil, fmt.Errorf("unknown variant %q", v)
+}
+
+// startJetfn runs the no-op function with the extra manifest lines.
+func startJetfn(ctx context.Context, nc *nats.Conn, cfg Config, lines string, count func()) (func(), error) {
+	m, err := manifest.Parse([]byte(fmt.Sprintf(`
+streams:
+  - name: %s
+    subjects: ["bench.>"]
+  - name: DEADLETTER
+    subjects: ["deadletter.>"]
+functions:
+  - name: %s
+    version: 1.0.0
+    stream: %s
+    subject: %s
+    concurrency: %d
+%s`, stream, durable, stream, subject, cfg.Concurrency, lines)))
+	if err != nil {
+		return nil, err
+	}
+	noop := jetfn.HandlerFunc(func(context.Context, jetfn.Msg) error { count(); return nil })
+	fns := []jetfn.Function{{Name: durable, New: func(jetfn.Deps) (jetfn.Handler, error) { return noop, nil }}}
+	rt, err := runtime.New(nc, m, fns, runtime.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		return nil, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- rt.Run(ctx) }()
+	return func() { <-done }, nil
+}
+
+// startPartitioned is the client-side alternative: the keyed stream jetfn
+// makes, made by hand, and one Consume per partition consumer (one message
+// pending each), acking after the handler.
+func startPartitioned(ctx context.Context, nc *nats.Conn, cfg Config, count func()) (func(), error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	p := cfg.Concurrency
+	ks := "PARTITIONED"
+	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: ks, Retention: jetstream.WorkQueuePolicy,
+		Sources: []*jetstream.StreamSource{{Name: stream, SubjectTransforms: []jetstream.SubjectTransformConfig{
+			{Source: subject, Destination: fmt.Sprintf("{{partition(%d,1)}}.bench.{{wildcard(1)}}", p)}}}}})
+	if err != nil {
+		return nil, err
+	}
+	var stops []func()
+	for i := range p {
+		c, err := js.CreateConsumer(ctx, ks, jetstream.ConsumerConfig{Durable: fmt.Sprintf("p%d", i), AckPolicy: jetstream.AckExplicitPolicy,
+			MaxAckPending: 1, FilterSubject: fmt.Sprintf("%d.>", i)})
+		if err != nil {
+			return nil, err
+		}
+		cc, err := c.Consume(func(m jetstream.Msg) { count(); _ = m.Ack() })
+		if err != nil {
+			return nil, err
+		}
+		stops = append(stops, cc.Stop)
+	}
+	return func() {
+		<-ctx.Done()
+		for _, stop := range stops {
+			stop()
+		}
+	}, nil
+}
+
+// heapInUse is the heap in use after a collection: the drained variant's
+// and the embedded server's, both still running.
+func heapInUse() uint64 {
+	goruntime.GC()
+	var ms goruntime.MemStats
+	goruntime.ReadMemStats(&ms)
+	return ms.HeapInuse
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
