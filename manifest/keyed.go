@@ -14,20 +14,37 @@ import (
 // pending: the server itself never hands out a second message of a
 // partition while one is unsettled (design/per-key-ordering.md).
 
-// KeySpec says where a keyed function's message key comes from. This
-// release reads it from a subject token, which the server hashes itself
-// when it copies the message into the keyed stream.
+// KeySpec says where a keyed function's message key comes from: exactly
+// one of its fields. A subject token's key is hashed by the server itself
+// as it copies the message into the keyed stream; a header's or a JSON
+// field's is read by jetfn's router (runtime/router.go), which copies the
+// messages in order, one instance at a time.
 type KeySpec struct {
 	// Token is the 1-based position of the key among the subject's
 	// dot-separated tokens; it must be a * in every subject of the
 	// function.
 	Token int `yaml:"token"`
-	// Header and Field are reserved for keys read from a header or a JSON
-	// field, which need a router jetfn does not have yet; check refuses
-	// them.
+	// Header names the header holding the key (its first value).
 	Header string `yaml:"header"`
-	Field  string `yaml:"field"`
+	// Field names a top-level field of the JSON payload, a string or a
+	// number.
+	Field string `yaml:"field"`
 }
+
+// IsRouted reports whether jetfn's router copies the function's messages
+// into its keyed stream: a key in a header or a payload field, which the
+// server cannot hash.
+func (f *FunctionSpec) IsRouted() bool { return f.Key != nil && f.Key.Token == 0 }
+
+// RoutedPrefix starts the subjects of a routed keyed stream:
+// <prefix><partition>.<original subject>.
+func (f *FunctionSpec) RoutedPrefix() string { return "jetfn.keyed." + f.Name + "." }
+
+// RouterDurable is the router's consumer on the input stream.
+func (f *FunctionSpec) RouterDurable() string { return f.Durable + "-router" }
+
+// RouterLease names the lease that lets one instance at a time route.
+func (f *FunctionSpec) RouterLease() string { return "router." + f.Name }
 
 // KeyedStreamPrefix starts the name of every keyed stream.
 const KeyedStreamPrefix = "JETFN_KEYED_"
@@ -62,7 +79,11 @@ func (f *FunctionSpec) PartitionDurable(i int) string { return fmt.Sprintf("%s-p
 // what no partition consumer acknowledged yet.
 func (f FunctionSpec) Partition(i int) FunctionSpec {
 	p := f
-	p.Stream, p.Subject, p.Subjects = f.KeyedStreamName(), "", []string{fmt.Sprintf("%d.>", i)}
+	filter := fmt.Sprintf("%d.>", i)
+	if f.IsRouted() {
+		filter = fmt.Sprintf("%s%d.>", f.RoutedPrefix(), i)
+	}
+	p.Stream, p.Subject, p.Subjects = f.KeyedStreamName(), "", []string{filter}
 	p.Durable = f.PartitionDurable(i)
 	p.Concurrency, p.MaxAckPending = f.PerKey(), f.PerKey()
 	noPrefetch := 0
@@ -91,8 +112,17 @@ type Transform struct{ Source, Destination string }
 // duplicate window, since the server copies each message exactly once and
 // a replay must not be taken for a repeat. now is the start of a function
 // that starts with new messages.
+//
+// A routed keyed stream has subjects of its own instead of a source, and a
+// duplicate window: the router gives every copy the input message's
+// identity as its ID, so what an instance taking over the routing copies
+// again is dropped.
 func (m *Manifest) KeyedStream(f FunctionSpec, now time.Time) StreamSpec {
 	in, _ := m.Stream(f.Stream)
+	if f.IsRouted() {
+		return StreamSpec{Name: f.KeyedStreamName(), Retention: "workqueue", Storage: in.Storage, Replicas: in.Replicas,
+			Subjects: []string{f.RoutedPrefix() + ">"}, Duplicates: RoutedDuplicates}
+	}
 	src := &SourceSpec{Stream: f.Stream, Transforms: f.PartitionTransforms()}
 	if at, ok := f.StartTime(); ok {
 		src.StartTime = &at
@@ -151,10 +181,19 @@ func (m *Manifest) validateKey(fat place, f *FunctionSpec, add problemFunc) {
 		add(fat.Key("partitions"), "%d must be from 1 to %d", f.Partitions, MaxPartitions)
 	}
 	kat := fat.Key("key")
+	sources := 0
+	for _, set := range []bool{f.Key.Token != 0, f.Key.Header != "", f.Key.Field != ""} {
+		if set {
+			sources++
+		}
+	}
 	switch {
+	case sources != 1:
+		add(kat, "give exactly one of token (a subject token), header or field (a top-level field of the JSON payload)")
+	case f.Key.Header != "" && !headerName.MatchString(f.Key.Header):
+		add(kat, "header %q is not a header name", f.Key.Header)
 	case f.Key.Header != "" || f.Key.Field != "":
-		add(kat, "keys from a header or a JSON field are not supported yet (they need a router that copies each "+
-			"message to its partition); take the key from a subject token, such as {token: 2}")
+		// read by the router: any message may carry it
 	case f.Key.Token < 1:
 		add(kat, "token: want the 1-based position of the key in the subject, such as {token: 2} for orders.<id>.created")
 	default:
@@ -171,6 +210,11 @@ func (m *Manifest) validateKey(fat place, f *FunctionSpec, add problemFunc) {
 	}
 }
 
+// RoutedDuplicates is a routed keyed stream's duplicate window: longer
+// than any takeover of the routing, after which the new router copies
+// again what the old one copied and did not acknowledge.
+const RoutedDuplicates = 10 * time.Minute
+
 // keyedSubjects are what a keyed function's instance needs beyond its
 // input: its keyed stream's lookup and every partition consumer's pull,
 // ack and lookup (the keyed stream is jetfn's, so a wildcard names its
@@ -183,7 +227,15 @@ func keyedSubjects(f FunctionSpec, provision bool) []string {
 		"$JS.ACK." + ks + ".>", "$JS.API.CONSUMER.INFO." + ks + ".*"}
 	if provision {
 		subjects = append(subjects, "$JS.API.STREAM.CREATE."+ks, "$JS.API.STREAM.UPDATE."+ks,
-			"$JS.API.CONSUMER.CREATE."+ks+".*", "$JS.API.CONSUMER.CREATE."+ks+".*.>")
+			"$JS.API.CONSUMER.CREATE."+ks+".*", "$JS.API.CONSUMER.CREATE."+ks+".*.>", "$JS.API.CONSUMER.NAMES."+ks)
+	}
+	if f.IsRouted() {
+		in, d := f.Stream, f.RouterDurable()
+		subjects = append(subjects, f.RoutedPrefix()+">", "$JS.API.CONSUMER.MSG.NEXT."+in+"."+d, "$JS.ACK."+in+"."+d+".>",
+			"$JS.API.CONSUMER.INFO."+in+"."+d, "$JS.API.CONSUMER.RESET."+in+"."+d)
+		if provision {
+			subjects = append(subjects, "$JS.API.CONSUMER.CREATE."+in+"."+d, "$JS.API.CONSUMER.CREATE."+in+"."+d+".>")
+		}
 	}
 	return subjects
 }

@@ -23,7 +23,8 @@ func TestKeyedValidation(t *testing.T) {
 		{"ordered and keyConcurrency", "    key: {token: 2}\n    ordered: true\n    keyConcurrency: 2", "give ordered or keyConcurrency, not both"},
 		{"a literal token", "    key: {token: 1}\n    ordered: true", "token 1 of subject transcription.*.ended is not a *"},
 		{"a token past the subject", "    key: {token: 4}\n    ordered: true", "token 4 of subject transcription.*.ended is not a *"},
-		{"a header key", "    key: {header: Session-Id}\n    ordered: true", "keys from a header or a JSON field are not supported yet"},
+		{"two key sources", "    key: {token: 2, field: sessionId}\n    ordered: true", "give exactly one of token (a subject token), header or field"},
+		{"a header key that is no header name", "    key: {header: \"Session Id\"}\n    ordered: true", `header "Session Id" is not a header name`},
 		{"too many partitions", "    key: {token: 2}\n    ordered: true\n    partitions: 2000", "partitions: 2000 must be from 1 to 1024"},
 		{"partitions unkeyed", "    partitions: 8", "only a keyed function (ordered or keyConcurrency) has partitions"},
 	}

@@ -137,6 +137,9 @@ func (m *Manifest) Permissions(o PermissionOptions) Permissions {
 		if f.Singleton {
 			pub.add(sharedKeySubjects(LeasesBucket, f, o.Provision)...)
 		}
+		if f.IsKeyed() && f.IsRouted() {
+			pub.add(sharedKeySubjects(LeasesBucket, FunctionSpec{Name: f.RouterLease()}, o.Provision)...)
+		}
 		if f.IsKeyed() {
 			pub.add(keyedSubjects(f, o.Provision)...)
 		}

@@ -70,6 +70,9 @@ type binding struct {
 	// gate, shared by them, holds its handler runs to concurrency.
 	parts []*binding
 	gate  chan struct{}
+	// router copies a keyed function's messages into its keyed stream
+	// when its key is in a header or a field (router.go); nil otherwise.
+	router *router
 	// fromSource is set on a partition binding: its messages are copies of
 	// the input stream's, whose identity they keep (sourcedMsg).
 	fromSource bool

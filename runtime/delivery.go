@@ -535,7 +535,7 @@ func (b *binding) toMsg(m *nats.Msg) (jetfn.Msg, error) {
 	if b.fromSource {
 		// A keyed stream's copy is the input stream's message: its IDs,
 		// dead letter and attempts are the original's.
-		src, err := parseSourced(m.Header.Get(streamSourceHeader))
+		src, err := originOf(m.Header)
 		if err != nil {
 			return jetfn.Msg{}, err
 		}

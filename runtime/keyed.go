@@ -35,7 +35,7 @@ func ensureKeyedStreams(ctx context.Context, js jetstream.JetStream, m *manifest
 			continue
 		}
 		spec := m.KeyedStream(f, time.Now())
-		if err := refuseRepartition(ctx, js, spec); err != nil {
+		if err := refuseRepartition(ctx, js, f, spec); err != nil {
 			return err
 		}
 		if err := ensureStream(ctx, js, spec); err != nil {
@@ -49,18 +49,44 @@ func ensureKeyedStreams(ctx context.Context, js jetstream.JetStream, m *manifest
 // partitions while it holds messages: a key's waiting messages would stay
 // in its old partition while its new ones went to another, and the two
 // would run side by side, out of order.
-func refuseRepartition(ctx context.Context, js jetstream.JetStream, spec manifest.StreamSpec) error {
+func refuseRepartition(ctx context.Context, js jetstream.JetStream, f manifest.FunctionSpec, spec manifest.StreamSpec) error {
 	s, err := js.Stream(ctx, spec.Name)
 	if err != nil {
 		return nil // none yet, or ensureStream says what is wrong
 	}
 	info := s.CachedInfo()
-	if info.State.Msgs == 0 || slices.EqualFunc(info.Config.Sources, streamConfig(spec).Sources, sameTransforms) {
+	if info.State.Msgs == 0 {
+		return nil
+	}
+	have, err := partitionsOn(ctx, s, f)
+	if err != nil {
+		return err
+	}
+	if have == f.Partitions && slices.EqualFunc(info.Config.Sources, streamConfig(spec).Sources, sameTransforms) {
 		return nil
 	}
 	return fmt.Errorf("%w: keyed stream %s holds %d messages not yet handled; changing the function's partitions or "+
 		"subjects now would put new messages of a key in another partition than its waiting ones, out of order. "+
 		"Deploy the change once the stream is empty (`nats stream info %s`)", ErrServerRefused, spec.Name, info.State.Msgs, spec.Name)
+}
+
+// partitionsOn counts the function's partition consumers on its keyed
+// stream: how many partitions its keys were hashed to so far (a routed
+// keyed stream's config does not say).
+func partitionsOn(ctx context.Context, s jetstream.Stream, f manifest.FunctionSpec) (int, error) {
+	n := 0
+	names := s.ConsumerNames(ctx)
+	for name := range names.Name() {
+		if rest, ok := strings.CutPrefix(name, f.Durable+"-p"); ok && len(rest) == 3 {
+			if _, err := strconv.Atoi(rest); err == nil {
+				n++
+			}
+		}
+	}
+	if err := names.Err(); err != nil {
+		return 0, fmt.Errorf("listing the consumers of keyed stream %s: %w", s.CachedInfo().Config.Name, err)
+	}
+	return n, nil
 }
 
 func sameTransforms(a, b *jetstream.StreamSource) bool {
@@ -94,7 +120,7 @@ func keepSourceStart(have, want []*jetstream.StreamSource) {
 
 // connectParts binds every partition of a keyed function to its consumer
 // on the keyed stream, creating the consumers when provisioning.
-func (r *Runtime) connectParts(ctx context.Context, b *binding, m *manifest.Manifest) error {
+func (r *Runtime) connectParts(ctx context.Context, b *binding, input jetstream.Stream, m *manifest.Manifest) error {
 	name := b.spec.KeyedStreamName()
 	ks, err := r.js.Stream(ctx, name)
 	if err != nil {
@@ -115,6 +141,13 @@ func (r *Runtime) connectParts(ctx context.Context, b *binding, m *manifest.Mani
 		parts[i] = p
 	}
 	b.parts = parts
+	if b.spec.IsRouted() {
+		rt, err := r.newRouter(ctx, b, input, m)
+		if err != nil {
+			return err
+		}
+		b.router = rt
+	}
 	return nil
 }
 
@@ -137,6 +170,9 @@ func (r *Runtime) partitionConsumer(ctx context.Context, ks jetstream.Stream, sp
 // runParts runs every partition until ctx is done and each has drained.
 func (b *binding) runParts(ctx context.Context, drainTimeout time.Duration) {
 	var wg sync.WaitGroup
+	if b.router != nil {
+		wg.Go(func() { b.router.run(ctx) })
+	}
 	for _, p := range b.parts {
 		wg.Go(func() { p.run(ctx, drainTimeout) })
 	}
@@ -199,6 +235,26 @@ func parseSourced(h string) (sourced, error) {
 	return s, nil
 }
 
+// originOf reads where a keyed stream's message was copied from: the
+// server's Nats-Stream-Source, or the router's header. A routed copy gets
+// back the publisher's Nats-Msg-Id, which the router's own ID replaced.
+func originOf(h nats.Header) (sourced, error) {
+	if v := h.Get(streamSourceHeader); v != "" {
+		return parseSourced(v)
+	}
+	src, err := parseRouted(h.Get(routedHeader))
+	if err != nil {
+		return sourced{}, err
+	}
+	if orig := h.Get(originalMsgIDHeader); orig != "" {
+		h.Set(jetstream.MsgIDHeader, orig)
+		h.Del(originalMsgIDHeader)
+	} else {
+		h.Del(jetstream.MsgIDHeader)
+	}
+	return src, nil
+}
+
 // streamSourceHeader is the header nats-server puts on a sourced copy.
 const streamSourceHeader = "Nats-Stream-Source"
 
@@ -220,7 +276,10 @@ func (b *binding) noteHead(m *nats.Msg, msg jetfn.Msg) {
 		return
 	}
 	meta, _ := parseOwnAckReply(m.Reply, b.ackPrefix, b.spec.Stream)
-	key, _ := msgkey.Source{Token: b.spec.Key.Token}.Of(msg.Subject, nil, nil)
+	key := m.Header.Get(routedKeyHeader)
+	if key == "" {
+		key, _ = msgkey.Source{Token: b.spec.Key.Token}.Of(msg.Subject, nil, nil)
+	}
 	h := &keyHead{key: key, keyedSeq: meta.streamSeq, stored: msg.Published, delivered: msg.NumDelivered}
 	if old := b.head.Load(); old != nil && old.keyedSeq == h.keyedSeq {
 		h.lastErr, h.since = old.lastErr, old.since

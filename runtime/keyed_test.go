@@ -2,12 +2,16 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetfn/jetfn"
 	"github.com/jetfn/jetfn/internal/partition"
@@ -50,6 +54,8 @@ type keyOrder struct {
 	overlap []string
 	fail    func(jetfn.Msg) bool
 	ok      int
+	// keyOf reads a message's key; nil: the subject's second token.
+	keyOf func(jetfn.Msg) string
 }
 
 func newKeyOrder(fail func(jetfn.Msg) bool) *keyOrder {
@@ -58,6 +64,9 @@ func newKeyOrder(fail func(jetfn.Msg) bool) *keyOrder {
 
 func (k *keyOrder) Handle(_ context.Context, msg jetfn.Msg) error {
 	key := strings.TrimPrefix(msg.Subject, "test.")
+	if k.keyOf != nil {
+		key = k.keyOf(msg)
+	}
 	k.mu.Lock()
 	k.running[key]++
 	if k.running[key] > 1 {
@@ -106,29 +115,38 @@ func TestOrderedPerKeyAcrossInstances(t *testing.T) {
 		published[key] = append(published[key], ack.Sequence)
 	}
 	runtimetest.Eventually(t, 30*time.Second, "every message handled", func() bool { return h.succeeded() >= keys*each })
+	h.check(t, env, published, func(key string) string { return "test." + key })
+}
+
+// check fails t unless every key's messages succeeded in stream order,
+// each once, no two runs of a key overlapped, no message ran before an
+// earlier one of its key had succeeded, and the handler saw the input
+// stream's message (its subject subjectOf the key).
+func (k *keyOrder) check(t *testing.T, env *testEnv, published map[string][]uint64, subjectOf func(string) string) {
+	t.Helper()
 	in, err := env.js.Stream(context.Background(), "TEST")
 	if err != nil {
 		t.Fatal(err)
 	}
 	identity := StreamIdentity(in.CachedInfo().Created)
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if len(h.overlap) > 0 {
-		t.Fatalf("runs of one key overlapped: %v", h.overlap)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if len(k.overlap) > 0 {
+		t.Fatalf("runs of one key overlapped: %v", k.overlap)
 	}
 	for key, want := range published {
-		if got := h.done[key]; fmt.Sprint(got) != fmt.Sprint(want) {
+		if got := k.done[key]; fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("key %s succeeded in order %v, want %v (stream order, each once)", key, got, want)
 		}
 		var last uint64
-		for _, run := range h.runs[key] {
+		for _, run := range k.runs[key] {
 			if run.StreamSequence < last {
 				t.Errorf("key %s: seq %d ran after seq %d", key, run.StreamSequence, last)
 			}
 			last = run.StreamSequence
-			if run.Stream != "TEST" || run.Subject != "test."+key || run.StreamIdentity != identity {
-				t.Fatalf("handler saw stream %s subject %s identity %s, want TEST, test.%s, %s (the input's message)",
-					run.Stream, run.Subject, run.StreamIdentity, key, identity)
+			if run.Stream != "TEST" || run.Subject != subjectOf(key) || run.StreamIdentity != identity {
+				t.Fatalf("handler saw stream %s subject %s identity %s, want TEST, %s, %s (the input's message)",
+					run.Stream, run.Subject, run.StreamIdentity, subjectOf(key), identity)
 			}
 		}
 	}
@@ -183,14 +201,26 @@ func TestKeyedStuckKeyVisible(t *testing.T) {
 // by check --server and by the runtime: the waiting messages of a key
 // would be overtaken by its new ones in another partition.
 func TestRepartitionRefusedWhileMessagesWait(t *testing.T) {
+	t.Run("subject token", func(t *testing.T) { testRepartitionRefused(t, nil) })
+	t.Run("payload field", func(t *testing.T) { testRepartitionRefused(t, &manifest.KeySpec{Field: "id"}) })
+}
+
+func testRepartitionRefused(t *testing.T, key *manifest.KeySpec) {
 	env := newEnv(t)
 	spec := "    ordered: true\n    concurrency: 2\n    maxDeliver: 20\n    backoff: [1m]\n"
-	r := env.start(keyedManifest(t, spec), jetfn.HandlerFunc(func(context.Context, jetfn.Msg) error { return errors.New("not now") }))
-	env.publish("test.a", "x")
+	keyed := func(spec string) *manifest.Manifest {
+		m := keyedManifest(t, spec)
+		if key != nil {
+			m.Functions[0].Key = key
+		}
+		return m
+	}
+	r := env.start(keyed(spec), jetfn.HandlerFunc(func(context.Context, jetfn.Msg) error { return errors.New("not now") }))
+	env.publish("test.a", `{"id":"a"}`)
 	runtimetest.Eventually(t, 10*time.Second, "the message copied to the keyed stream", func() bool {
 		return env.streamMsgs("JETFN_KEYED_fn") == 1
 	})
-	more := keyedManifest(t, spec+"    partitions: 4\n")
+	more := keyed(spec + "    partitions: 4\n")
 	refusals, err := ServerRefusals(context.Background(), env.js, more)
 	if err != nil || len(refusals) != 1 || !strings.Contains(refusals[0], "keyed stream JETFN_KEYED_fn holds 1 messages not yet handled") {
 		t.Fatalf("check --server said %q, %v; want the repartition refused", refusals, err)
@@ -244,5 +274,66 @@ func TestKeyConcurrencyBoundsEachKey(t *testing.T) {
 	}
 	if reached != 2 {
 		t.Fatalf("no key ran 2 messages at once (most %v): keyConcurrency 2 ran one at a time", most)
+	}
+}
+
+// fieldKey is the "id" field of a test payload {"id": ...}.
+func fieldKey(msg jetfn.Msg) string {
+	var p struct{ ID string }
+	_ = json.Unmarshal(msg.Data, &p)
+	return p.ID
+}
+
+// TestRoutedKeyOrderedAcrossInstances: keyed by a payload field, which the
+// server cannot hash, an ordered function's messages are routed by one
+// instance at a time; when the routing instance stops halfway, the other
+// takes over the routing, and every key's messages still succeed in
+// stream order, each once, through first-run failures. A message without
+// the field is dead-lettered at once, saying why. The handler sees the
+// publisher's Nats-Msg-Id, not the router's.
+func TestRoutedKeyOrderedAcrossInstances(t *testing.T) {
+	env := newEnv(t)
+	spec := "    ordered: true\n    concurrency: 4\n    ackWait: 2s\n    backoff: [50ms]\n"
+	m := keyedManifest(t, spec)
+	m.Functions[0].Key = &manifest.KeySpec{Field: "id"}
+	h := newKeyOrder(func(msg jetfn.Msg) bool { return msg.StreamSequence%7 == 0 })
+	h.keyOf = fieldKey
+	instances := []*running{env.start(m, h), env.start(m, h)}
+	const keys, each = 8, 30
+	published := map[string][]uint64{}
+	publish := func(i int) {
+		key := fmt.Sprintf("k%d", i%keys)
+		ack, err := env.js.Publish(context.Background(), "test.any", []byte(`{"id":"`+key+`"}`),
+			jetstream.WithMsgID(fmt.Sprintf("pub-%d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		published[key] = append(published[key], ack.Sequence)
+	}
+	for i := range keys * each / 2 {
+		publish(i)
+	}
+	env.publish("test.any", `{"other":1}`)
+	runtimetest.Eventually(t, 30*time.Second, "a quarter handled", func() bool { return h.succeeded() >= keys*each/4 })
+	routing := slices.IndexFunc(instances, func(r *running) bool { return r.rt.leaseOf("router.fn", m, testLogger()).holds() })
+	if routing < 0 {
+		t.Fatal("no instance holds the router's lease")
+	}
+	if err := instances[routing].stop(t); err != nil { // the other takes over the routing
+		t.Fatal(err)
+	}
+	for i := keys * each / 2; i < keys*each; i++ {
+		publish(i)
+	}
+	runtimetest.Eventually(t, 60*time.Second, "every message handled", func() bool { return h.succeeded() >= keys*each })
+	h.check(t, env, published, func(string) string { return "test.any" })
+	dl := env.deadLetters(1)
+	if reason := dl[0].Header.Get(wire.HeaderError); !strings.Contains(reason, "field id is absent from the payload") {
+		t.Fatalf("dead letter reason %q, want the missing key named", reason)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if id := h.runs["k0"][0].Header.Get("Nats-Msg-Id"); id != "pub-0" {
+		t.Fatalf("handler saw Nats-Msg-Id %q, want the publisher's pub-0", id)
 	}
 }

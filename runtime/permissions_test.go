@@ -354,6 +354,11 @@ func provision(t *testing.T, js jetstream.JetStream, m *manifest.Manifest) {
 // stream and its partition consumers, and handles through them, with no
 // violation.
 func TestKeyedPermissionsSufficient(t *testing.T) {
+	t.Run("subject token", func(t *testing.T) { testKeyedPermissions(t, "{token: 3}") })
+	t.Run("payload field, routed", func(t *testing.T) { testKeyedPermissions(t, "{field: id}") })
+}
+
+func testKeyedPermissions(t *testing.T, key string) {
 	m, err := manifest.Parse([]byte(`
 streams:
   - name: TEST
@@ -365,7 +370,7 @@ functions:
     version: 1.0.0
     stream: TEST
     subject: test.in.*
-    key: {token: 3}
+    key: ` + key + `
     ordered: true
     concurrency: 2
     outputs:
@@ -379,8 +384,8 @@ functions:
 		t.Fatal(err)
 	}
 	p := startPermsCase(t, m, m.Permissions(manifest.PermissionOptions{Provision: true}), true)
-	p.env.publish("test.in.a", "a")
-	p.env.publish("test.in.b", "b")
+	p.env.publish("test.in.a", `{"id":"a"}`)
+	p.env.publish("test.in.b", `{"id":"b"}`)
 	runtimetest.Eventually(t, 20*time.Second, "the outputs of both keys", func() bool { return p.outputs() == 2 })
 	if v := p.log.Violations(); len(v) > 0 {
 		t.Fatalf("permission violations with the --provision permissions: %v\n%s", v, p.log.String())

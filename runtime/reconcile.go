@@ -394,7 +394,7 @@ func ServerRefusals(ctx context.Context, js jetstream.JetStream, m *manifest.Man
 		if !f.IsKeyed() {
 			continue
 		}
-		if err := refuseRepartition(ctx, js, m.KeyedStream(f, time.Now())); err != nil {
+		if err := refuseRepartition(ctx, js, f, m.KeyedStream(f, time.Now())); err != nil {
 			out = append(out, fmt.Sprintf("function %s: %s", f.Name, strings.TrimPrefix(err.Error(), ErrServerRefused.Error()+": ")))
 		}
 	}

@@ -350,7 +350,7 @@ func (r *Runtime) connect(ctx context.Context, b *binding, m *manifest.Manifest)
 	}
 	r.shareLimits(b, m)
 	if spec.IsKeyed() {
-		return r.connectParts(ctx, b, m)
+		return r.connectParts(ctx, b, stream, m)
 	}
 	consumer, err := r.consumer(ctx, stream, spec, m.Digest, b.log)
 	if err != nil {
