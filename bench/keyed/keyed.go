@@ -33,7 +33,14 @@ const (
 	Unordered   = "jetfn-unordered"
 	Ordered     = "jetfn-ordered"
 	Partitioned = "natsgo-partitioned"
+	// Routed is ordered with the key in a header: jetfn's router copies
+	// the messages into the keyed stream instead of the server.
+	Routed = "jetfn-ordered-header"
 )
+
+// keyHeader carries every message's key, for the routed variant (the
+// others read the subject's, the same key).
+const keyHeader = "Bench-Key"
 
 // Config is one comparison: Messages stored over Keys keys, drained with
 // Concurrency workers (and as many partitions), Repetitions times each.
@@ -143,7 +150,11 @@ func storeBacklog(ctx context.Context, nc *nats.Conn, cfg Config) error {
 	}
 	payload := make([]byte, 128)
 	for i := range cfg.Messages {
-		if _, err := js.PublishAsync(fmt.Sprintf("bench.k%d", i%cfg.Keys), payload); err != nil {
+		key := fmt.Sprintf("k%d", i%cfg.Keys)
+		m := nats.NewMsg("bench." + key)
+		m.Data = payload
+		m.Header.Set(keyHeader, key)
+		if _, err := js.PublishMsgAsync(m); err != nil {
 			return err
 		}
 	}
@@ -161,6 +172,8 @@ func startVariant(ctx context.Context, nc *nats.Conn, ns *server.Server, cfg Con
 		return startJetfn(ctx, nc, cfg, "", count)
 	case Ordered:
 		return startJetfn(ctx, nc, cfg, fmt.Sprintf("    key: {token: 2}\n    ordered: true\n    partitions: %d\n", cfg.Concurrency), count)
+	case Routed:
+		return startJetfn(ctx, nc, cfg, fmt.Sprintf("    key: {header: %s}\n    ordered: true\n    partitions: %d\n", keyHeader, cfg.Concurrency), count)
 	case Partitioned:
 		return startPartitioned(ctx, nc, cfg, count)
 	}

@@ -20,7 +20,7 @@ import (
 
 func main() {
 	cfg := keyed.Config{Messages: 50_000, Keys: 1000, Concurrency: 64, Repetitions: 3,
-		Variants: []string{keyed.Unordered, keyed.Ordered, keyed.Partitioned}}
+		Variants: []string{keyed.Unordered, keyed.Ordered, keyed.Routed, keyed.Partitioned}}
 	flag.IntVar(&cfg.Messages, "messages", cfg.Messages, "backlog of each drain, 128 B messages")
 	flag.IntVar(&cfg.Keys, "keys", cfg.Keys, "distinct keys the backlog is spread over")
 	flag.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "workers, and the ordered variants' partitions")
