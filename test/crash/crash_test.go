@@ -13,9 +13,14 @@ import (
 // (5s window, 7s outage) and the long outage with a nats-server restart,
 // two runs of three careless-publisher sessions, one max-deliveries-all-down
 // run, two runs of each remote point (the remote killed mid-request, jetfn
-// killed while the remote works, with the Go remote example), and short
-// batches with a child kill, a nats-server restart and a Mongo outage. It
-// builds and runs the real jetfn binary; about 3m30s on two cores.
+// killed while the remote works, with the Go remote example), short
+// batches with a child kill, a nats-server restart and a Mongo outage, and
+// the three ordered rows, 8 keys x 30 messages each, checked per key for
+// stream order and each effect once (3 SIGKILLs at random moments; a
+// second instance joining, the first SIGKILLed and joining again, the
+// second leaving; a message failing 3 times and holding its key). It
+// builds and runs the real jetfn binary; about 3m40s on two cores, of
+// which the ordered rows take about 20s.
 //
 // CRASH_BUILD_FLAGS adds `go build` flags for the child (say -race).
 func TestCrashMatrix(t *testing.T) {
@@ -36,6 +41,7 @@ func TestCrashMatrix(t *testing.T) {
 		CarelessSessions: 3, ExhaustionRuns: 1,
 		BatchSessions: 16, BatchCycles: 3,
 		ServerCycles: 1, NATSDown: 2 * time.Second, MongoDown: 12 * time.Second,
+		OrderedKeys: 8, OrderedMessages: 30, OrderedKills: 3, OrderedFailures: 3,
 	})
 	var table strings.Builder
 	rep.Write(&table)
@@ -45,7 +51,8 @@ func TestCrashMatrix(t *testing.T) {
 			t.Errorf("%s: %s", r.Point, p)
 		}
 	}
-	if len(rep.Rows) != 14 {
-		t.Errorf("%d rows, want 14 (7 points, 2 remote points, careless-publisher, max-deliveries-all-down and 3 batches)", len(rep.Rows))
+	if len(rep.Rows) != 17 {
+		t.Errorf("%d rows, want 17 (7 points, 2 remote points, careless-publisher, max-deliveries-all-down, 3 batches "+
+			"and 3 ordered rows)", len(rep.Rows))
 	}
 }

@@ -1,6 +1,6 @@
-// Package crash is the crash-consistency harness for summarize-session and
-// for remote functions: it reproduces the field report's kill matrix
-// against the shipped binary.
+// Package crash is the crash-consistency harness for summarize-session,
+// for remote functions and for functions ordered per key: it reproduces
+// the field report's kill matrix against the shipped binary.
 //
 // A Harness builds `jetfn run` once, owns an embedded nats-server and an
 // embedded Mongo-compatible server (which outlive every child), and starts
@@ -23,6 +23,14 @@
 // SIGKILLed once the remote has stored its document, and one document and
 // one output with jetfn's scoped message ID wanted after the restart.
 // Batches put many sessions in flight and kill the child, restart
-// nats-server or take Mongo away at random moments. RunSuite runs them all and returns the Report
-// that `go run ./test/crash/cmd/crashtest` prints.
+// nats-server or take Mongo away at random moments. The ordered rows
+// (ordered.go) run a function ordered per key (a subject token) whose
+// remote, the harness's order recorder, records each key's effects with
+// the input's stream sequence; with jetfn SIGKILLed at random moments, a
+// second instance joining and one leaving, or one message failing k
+// times, the order checker (ordercheck.go) wants every key's effects in
+// stream order, each once. (A nats-server node killed in a 3-node
+// cluster, as test/chaos does, is not among them yet.) RunSuite runs them
+// all and returns the Report that `go run ./test/crash/cmd/crashtest`
+// prints.
 package crash

@@ -50,6 +50,12 @@ type Harness struct {
 	remoteBin   string
 	remoteProxy *Proxy
 	remote      *testkit.Child
+
+	// The ordered rows' recorder (a remote function of the harness's own)
+	// and their second `jetfn run` instance.
+	recorderBin string
+	recorder    *testkit.Child
+	peer        *testkit.Child
 }
 
 // New builds the binary (unless Options.Bin is set) and starts the stack
@@ -102,7 +108,9 @@ func (h *Harness) start(ctx context.Context) error {
 // removes a temporary directory.
 func (h *Harness) Close() {
 	h.killChild()
+	killProcess(&h.peer)
 	h.killRemote()
+	killProcess(&h.recorder)
 	if h.proxy != nil {
 		h.proxy.Close()
 	}

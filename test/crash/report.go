@@ -31,7 +31,10 @@ type Row struct {
 	// BadDeadLetters are the ways a stored dead letter differed from its
 	// original.
 	BadDeadLetters []string
-	Errors         []string
+	// Order are the breaks of per-key order the ordered rows' checker
+	// found (ordercheck.go).
+	Order  []string
+	Errors []string
 	// Wall is how long the row took.
 	Wall time.Duration
 	// Note is extra evidence for the row (naks seen, dead letters).
@@ -71,8 +74,8 @@ func (r *Row) add(res Result) {
 }
 
 // Problems says why the row fails: a duplicate, a lost session, a lost or
-// altered dead letter, a run that could not be judged, or a short-window
-// control without its second notification.
+// altered dead letter, a break of per-key order, a run that could not be
+// judged, or a short-window control without its second notification.
 func (r Row) Problems() []string {
 	var p []string
 	if r.Runs == 0 {
@@ -81,6 +84,9 @@ func (r Row) Problems() []string {
 	p = append(p, r.summaryProblems()...)
 	p = append(p, r.notificationProblems()...)
 	p = append(p, r.deadLetterProblems()...)
+	for _, o := range r.Order {
+		p = append(p, "order: "+o)
+	}
 	for _, e := range r.Errors {
 		p = append(p, "run error: "+e)
 	}

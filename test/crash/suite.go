@@ -28,9 +28,21 @@ type SuiteOptions struct {
 	// after-notify/nats-restart/window-24h.
 	ServerCycles        int
 	NATSDown, MongoDown time.Duration
+	// OrderedKeys keys of OrderedMessages messages each are published in
+	// each ordered row; zero skips those rows. OrderedKills are the
+	// SIGKILLs of ordered-random-kill, OrderedFailures how many deliveries
+	// the failing message of ordered-failing-key fails (zero skips that
+	// row).
+	OrderedKeys, OrderedMessages  int
+	OrderedKills, OrderedFailures int
+	// OrderedKeying, when set, replaces the ordered rows' `ordered: true`
+	// (OrderedKeying): "keyConcurrency: 4" or "none" are controls that the
+	// checker must fail.
+	OrderedKeying string
 	// Only, when set, names the rows to run (point names, outage for every
 	// point with an outage, the remote points' names, careless-publisher,
-	// max-deliveries-all-down, random, nats-restart, mongo-outage).
+	// max-deliveries-all-down, random, nats-restart, mongo-outage,
+	// ordered-random-kill, ordered-instances, ordered-failing-key).
 	Only []string
 }
 
@@ -73,6 +85,19 @@ func RunSuite(ctx context.Context, h *Harness, o SuiteOptions) Report {
 	for _, b := range batches {
 		if o.selected(b.Disrupt.String()) && b.Cycles > 0 {
 			add(func() Row { return h.RunBatch(ctx, b) })
+		}
+	}
+	if o.OrderedKeys > 0 {
+		ordered := []Ordered{
+			{Kind: OrderedKill, Kills: o.OrderedKills},
+			{Kind: OrderedInstances},
+			{Kind: OrderedFailing, Failures: o.OrderedFailures},
+		}
+		for _, r := range ordered {
+			r.Keys, r.Messages, r.Keying = o.OrderedKeys, o.OrderedMessages, o.OrderedKeying
+			if o.selected(r.Kind.String()) && (r.Kind != OrderedKill || r.Kills > 0) && (r.Kind != OrderedFailing || r.Failures > 0) {
+				add(func() Row { return h.RunOrdered(ctx, r) })
+			}
 		}
 	}
 	rep.Wall = time.Since(start)

@@ -38,9 +38,16 @@ func run() int {
 		"how long the Mongo-compatible server stays down; longer than jetfn's 10s server-selection timeout makes handlers fail and Nak")
 	careless := fs.Int("careless-sessions", 3, "sessions per run of careless-publisher (0 skips it)")
 	exhaustions := fs.Int("max-deliveries-runs", 3, "runs of max-deliveries-all-down (0 skips it)")
+	orderedKeys := fs.Int("ordered-keys", 16, "keys per ordered row (0 skips the ordered rows)")
+	orderedMessages := fs.Int("ordered-messages", 40, "messages per key in each ordered row")
+	orderedKills := fs.Int("ordered-kills", 5, "SIGKILLs of ordered-random-kill (0 skips it)")
+	orderedFailures := fs.Int("ordered-failures", 3, "failing deliveries of the failing message of ordered-failing-key (0 skips it)")
+	orderedKeying := fs.String("ordered-keying", "", `replaces "ordered: true" in the ordered rows' manifest; `+
+		`"keyConcurrency: 4" or "none" (no key) are controls the order checker must fail`)
 	only := fs.String("only", "", "comma-separated rows to run: none,wait,after-store,after-notify,outage,"+
 		"after-notify/nats-restart/window-24h,remote-killed-mid-request,jetfn-killed-while-remote-works,"+
-		"careless-publisher,max-deliveries-all-down,random,nats-restart,mongo-outage")
+		"careless-publisher,max-deliveries-all-down,random,nats-restart,mongo-outage,"+
+		"ordered-random-kill,ordered-instances,ordered-failing-key")
 	markdown := fs.Bool("markdown", false, "also print the table as README-ready markdown rows")
 	dir := fs.String("dir", "", "keep data, manifests and child logs here (default: a temp dir, removed)")
 	buildFlags := fs.String("build-flags", "", "extra `go build` flags for the child binary, space-separated")
@@ -65,6 +72,8 @@ func run() int {
 	rep := crash.RunSuite(ctx, h, crash.SuiteOptions{
 		Runs: *runs, ShortWindow: *window, Outage: *outage, CarelessSessions: *careless, ExhaustionRuns: *exhaustions,
 		BatchSessions: *batch, BatchCycles: *cycles, ServerCycles: *serverCycles, NATSDown: *natsDown, MongoDown: *mongoDown,
+		OrderedKeys: *orderedKeys, OrderedMessages: *orderedMessages, OrderedKills: *orderedKills,
+		OrderedFailures: *orderedFailures, OrderedKeying: *orderedKeying,
 		Only: splitList(*only),
 	})
 	rep.Write(os.Stdout)
