@@ -96,9 +96,12 @@ func (rt *router) run(ctx context.Context) {
 	defer rt.lease.use()()
 	routing := false
 	for ctx.Err() == nil {
-		rt.lease.await(ctx)
-		if ctx.Err() != nil {
-			return
+		if !rt.lease.holds() {
+			routing = false // another instance may route meanwhile: take over afresh
+			rt.lease.await(ctx)
+			if ctx.Err() != nil {
+				return
+			}
 		}
 		if !routing {
 			if err := rt.resume(ctx); err != nil {
@@ -144,7 +147,7 @@ func (rt *router) round(ctx context.Context) error {
 		return err
 	}
 	if len(msgs) == 0 || !rt.lease.holds() {
-		return nil // the lease ran out while fetching: the next router takes them again
+		return nil // the lease ran out while fetching: whoever routes next takes them again
 	}
 	futures := make([]jetstream.PubAckFuture, len(msgs))
 	for i, m := range msgs {
