@@ -35,6 +35,7 @@ func (m perFunction) when(only func(wire.Stats) bool) perFunction {
 func isRemote(s wire.Stats) bool    { return s.Remote != "" }
 func isSingleton(s wire.Stats) bool { return s.Singleton != "" }
 func isKeyed(s wire.Stats) bool     { return s.Partitions > 0 }
+func isRouted(s wire.Stats) bool    { return s.Router != "" }
 
 // perFunctionMetrics are the metrics of one function, in exposition order.
 var perFunctionMetrics = []perFunction{
@@ -78,6 +79,8 @@ var perFunctionMetrics = []perFunction{
 		func(s wire.Stats) float64 { return float64(len(s.StuckKeys)) }).when(isKeyed),
 	gauge("jetfn_oldest_key_wait_seconds", "For a keyed function: how long ago the oldest message this instance holds was stored.",
 		func(s wire.Stats) float64 { return s.OldestKeyWaitSeconds }).when(isKeyed),
+	gauge("jetfn_router_pending", "For a keyed function whose key is in a header or a field: input messages not yet copied into partitions.",
+		func(s wire.Stats) float64 { return float64(s.RouterPending) }).when(isRouted),
 	gauge("jetfn_remote_instances",
 		"Micro service instances the last discovery found serving a remote function's endpoint.",
 		func(s wire.Stats) float64 { return float64(s.RemoteInstances) }).when(isRemote),

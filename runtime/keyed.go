@@ -338,6 +338,9 @@ func (b *binding) keyStatus(ctx context.Context, s *wire.Stats) {
 				LastError: h.lastErr, Since: h.since})
 		}
 	}
+	if b.router != nil {
+		b.router.status(ctx, s)
+	}
 	slices.SortFunc(s.StuckKeys, func(a, b wire.StuckKey) int { return a.Since.Compare(b.Since) })
 	if oldest != nil {
 		s.OldestKey, s.OldestKeyWaitSeconds = oldest.key, time.Since(oldest.stored).Seconds()

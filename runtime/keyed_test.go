@@ -327,6 +327,10 @@ func TestRoutedKeyOrderedAcrossInstances(t *testing.T) {
 	}
 	runtimetest.Eventually(t, 60*time.Second, "every message handled", func() bool { return h.succeeded() >= keys*each })
 	h.check(t, env, published, func(string) string { return "test.any" })
+	survivor := instances[1-routing].rt.Stats()[0]
+	if survivor.Router != "active" || survivor.RouterPending != 0 {
+		t.Fatalf("the surviving instance's router is %q with %d messages to copy, want active with none", survivor.Router, survivor.RouterPending)
+	}
 	dl := env.deadLetters(1)
 	if reason := dl[0].Header.Get(wire.HeaderError); !strings.Contains(reason, "field id is absent from the payload") {
 		t.Fatalf("dead letter reason %q, want the missing key named", reason)

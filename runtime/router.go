@@ -15,6 +15,7 @@ import (
 	"github.com/jetfn/jetfn/internal/msgkey"
 	"github.com/jetfn/jetfn/internal/partition"
 	"github.com/jetfn/jetfn/manifest"
+	"github.com/jetfn/jetfn/wire"
 )
 
 // A keyed function whose key is in a header or a payload field has its
@@ -238,4 +239,17 @@ func parseRouted(h string) (sourced, error) {
 		return sourced{}, fmt.Errorf("%w (got %q)", errNotSourced, h)
 	}
 	return sourced{stream: fields[0], seq: seq, subject: fields[2], identity: fields[3]}, nil
+}
+
+// status adds the router's role and the input messages it has not copied
+// yet: those wait for the function as surely as the partitions' pending.
+func (rt *router) status(ctx context.Context, s *wire.Stats) {
+	s.Router = "standby"
+	if rt.lease.holds() {
+		s.Router = "active"
+	}
+	if info, err := rt.b.consumer.get().Info(ctx); err == nil {
+		s.RouterPending = info.NumPending + uint64(info.NumAckPending)
+		s.NumPending += s.RouterPending
+	}
 }

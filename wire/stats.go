@@ -81,6 +81,12 @@ type Stats struct {
 	StuckKeys            []StuckKey `json:"stuck_keys,omitempty"`
 	OldestKey            string     `json:"oldest_key,omitempty"`
 	OldestKeyWaitSeconds float64    `json:"oldest_key_wait_seconds,omitempty"`
+	// Router is, for a keyed function whose key is in a header or a field,
+	// "active" on the instance that copies its messages into partitions
+	// and "standby" on the others; RouterPending is how many input
+	// messages wait to be copied (also counted in NumPending).
+	Router        string `json:"router,omitempty"`
+	RouterPending uint64 `json:"router_pending,omitempty"`
 }
 
 // StuckKey is a key whose head message failed and holds its partition

@@ -20,15 +20,19 @@ func writeKeys(w io.Writer, instances []Instance, now time.Time) error {
 			continue
 		}
 		if !header {
-			fmt.Fprintln(tw, "\nKEYED FUNCTION\tINSTANCE\tPARTITIONS\tPER KEY\tKEYS ACTIVE\tHELD BY KEY\tOLDEST KEY\tWAITING")
+			fmt.Fprintln(tw, "\nKEYED FUNCTION\tINSTANCE\tPARTITIONS\tPER KEY\tKEYS ACTIVE\tHELD BY KEY\tOLDEST KEY\tWAITING\tROUTER")
 			header = true
 		}
 		oldest, waiting := "-", "-"
 		if s.OldestKey != "" {
 			oldest, waiting = s.OldestKey, formatUptime(time.Duration(s.OldestKeyWaitSeconds*float64(time.Second)))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", in.Function, in.ID, s.Partitions, s.PerKey, s.KeysActive,
-			s.HeldByKey, oldest, waiting)
+		router := "-" // the server partitions a subject token's key
+		if s.Router != "" {
+			router = fmt.Sprintf("%s, %d to copy", s.Router, s.RouterPending)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", in.Function, in.ID, s.Partitions, s.PerKey, s.KeysActive,
+			s.HeldByKey, oldest, waiting, router)
 	}
 	for _, in := range instances {
 		for _, k := range in.Stats.StuckKeys {
