@@ -149,6 +149,12 @@ func (m *Manifest) Permissions(o PermissionOptions) Permissions {
 		}
 		if o.Prune {
 			pub.add("$JS.API.CONSUMER.DELETE." + s + "." + d)
+			if f.IsKeyed() {
+				pub.add("$JS.API.STREAM.DELETE." + f.KeyedStreamName())
+				if f.IsRouted() {
+					pub.add("$JS.API.CONSUMER.DELETE." + s + "." + f.RouterDurable())
+				}
+			}
 		}
 	}
 	if len(m.Functions) > 0 {

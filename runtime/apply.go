@@ -282,6 +282,10 @@ func (r *Runtime) pruneConsumer(ctx context.Context, old *manifest.Manifest, nam
 	if !ok {
 		return
 	}
+	if spec.IsKeyed() {
+		r.pruneKeyed(ctx, spec)
+		return
+	}
 	if err := r.js.DeleteConsumer(ctx, spec.Stream, spec.Durable); err != nil {
 		r.opts.log.Warn("pruning a removed function's consumer", "function", name, "err", err)
 		return

@@ -62,7 +62,9 @@ func refuseRepartition(ctx context.Context, js jetstream.JetStream, f manifest.F
 	if err != nil {
 		return err
 	}
-	if have == f.Partitions && slices.EqualFunc(info.Config.Sources, streamConfig(spec).Sources, sameTransforms) {
+	// No partition consumer left (an operator deleted them) says nothing
+	// of how the keys were hashed: the sources still do, for a token key.
+	if (have == 0 || have == f.Partitions) && slices.EqualFunc(info.Config.Sources, streamConfig(spec).Sources, sameTransforms) {
 		return nil
 	}
 	return fmt.Errorf("%w: keyed stream %s holds %d messages not yet handled; changing the function's partitions or "+
@@ -87,6 +89,23 @@ func partitionsOn(ctx context.Context, s jetstream.Stream, f manifest.FunctionSp
 		return 0, fmt.Errorf("listing the consumers of keyed stream %s: %w", s.CachedInfo().Config.Name, err)
 	}
 	return n, nil
+}
+
+// pruneKeyed removes a removed keyed function's keyed stream (its
+// partition consumers with it) and its router's consumer: left, the
+// stream would go on copying the input for no one.
+func (r *Runtime) pruneKeyed(ctx context.Context, spec manifest.FunctionSpec) {
+	log := r.opts.log.With("function", spec.Name)
+	if spec.IsRouted() {
+		if err := r.js.DeleteConsumer(ctx, spec.Stream, spec.RouterDurable()); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			log.Warn("pruning a removed function's router consumer", "err", err)
+		}
+	}
+	if err := r.js.DeleteStream(ctx, spec.KeyedStreamName()); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		log.Warn("pruning a removed function's keyed stream", "err", err)
+		return
+	}
+	log.Info("pruned a removed keyed function's keyed stream and partitions", "stream", spec.KeyedStreamName())
 }
 
 func sameTransforms(a, b *jetstream.StreamSource) bool {

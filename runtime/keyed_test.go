@@ -341,3 +341,39 @@ func TestRoutedKeyOrderedAcrossInstances(t *testing.T) {
 		t.Fatalf("handler saw Nats-Msg-Id %q, want the publisher's pub-0", id)
 	}
 }
+
+// TestPruneRemovesKeyedStream: removing a keyed function with WithPrune
+// deletes its keyed stream (its partitions with it) and its router's
+// consumer, which would otherwise go on copying the input for no one.
+func TestPruneRemovesKeyedStream(t *testing.T) {
+	env := newEnv(t)
+	keyed := keyedManifest(t, "    ordered: true\n    concurrency: 2\n")
+	keyed.Functions[0].Key = &manifest.KeySpec{Header: "Order-Id"}
+	other, err := manifest.Parse([]byte(`
+streams:
+  - {name: TEST, subjects: ["test.>"]}
+  - {name: DEADLETTER, subjects: ["deadletter.>"]}
+functions:
+  - {name: fn2, version: 1.0.0, stream: TEST, subject: test.other}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := jetfn.HandlerFunc(func(context.Context, jetfn.Msg) error { return nil })
+	fns := []jetfn.Function{{Name: "fn", New: func(jetfn.Deps) (jetfn.Handler, error) { return h, nil }},
+		{Name: "fn2", New: func(jetfn.Deps) (jetfn.Handler, error) { return h, nil }}}
+	rt, err := New(env.nc, keyed, fns, WithLogger(testLogger()), WithPrune())
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.run(rt)
+	if err := rt.Apply(context.Background(), other); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.js.Stream(context.Background(), "JETFN_KEYED_fn"); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatalf("keyed stream after the prune: %v, want it deleted", err)
+	}
+	if _, err := env.js.Consumer(context.Background(), "TEST", "fn-router"); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		t.Fatalf("router consumer after the prune: %v, want it deleted", err)
+	}
+}
