@@ -14,13 +14,19 @@ import (
 // two runs of three careless-publisher sessions, one max-deliveries-all-down
 // run, two runs of each remote point (the remote killed mid-request, jetfn
 // killed while the remote works, with the Go remote example), short
-// batches with a child kill, a nats-server restart and a Mongo outage, and
-// the three ordered rows, 8 keys x 30 messages each, checked per key for
+// batches with a child kill, a nats-server restart and a Mongo outage, the
+// three ordered rows, 8 keys x 30 messages each, checked per key for
 // stream order and each effect once (3 SIGKILLs at random moments; a
 // second instance joining, the first SIGKILLed and joining again, the
-// second leaving; a message failing 3 times and holding its key). It
-// builds and runs the real jetfn binary; about 3m40s on two cores, of
-// which the ordered rows take about 20s.
+// second leaving; a message failing 3 times and holding its key), and the
+// two routed rows, the same keys and messages keyed by header Order-Key,
+// so that jetfn's router copies them (2 SIGKILLs of the router while it
+// copies, plus a message without the key, dead-lettered once; the
+// instances row's steps with the routing instance SIGKILLed and SIGTERMed
+// while it copies). It builds and runs the real jetfn binary; about 4m10s
+// on two cores, of which the ordered rows take about 20s and the routed
+// rows about 30s (each SIGKILL of the router stops the routing for up to
+// its lease's 5s).
 //
 // CRASH_BUILD_FLAGS adds `go build` flags for the child (say -race).
 func TestCrashMatrix(t *testing.T) {
@@ -42,6 +48,7 @@ func TestCrashMatrix(t *testing.T) {
 		BatchSessions: 16, BatchCycles: 3,
 		ServerCycles: 1, NATSDown: 2 * time.Second, MongoDown: 12 * time.Second,
 		OrderedKeys: 8, OrderedMessages: 30, OrderedKills: 3, OrderedFailures: 3,
+		RoutedKills: 2,
 	})
 	var table strings.Builder
 	rep.Write(&table)
@@ -51,8 +58,8 @@ func TestCrashMatrix(t *testing.T) {
 			t.Errorf("%s: %s", r.Point, p)
 		}
 	}
-	if len(rep.Rows) != 17 {
-		t.Errorf("%d rows, want 17 (7 points, 2 remote points, careless-publisher, max-deliveries-all-down, 3 batches "+
-			"and 3 ordered rows)", len(rep.Rows))
+	if len(rep.Rows) != 19 {
+		t.Errorf("%d rows, want 19 (7 points, 2 remote points, careless-publisher, max-deliveries-all-down, 3 batches, "+
+			"3 ordered rows and 2 routed rows)", len(rep.Rows))
 	}
 }

@@ -29,8 +29,13 @@
 // the input's stream sequence; with jetfn SIGKILLed at random moments, a
 // second instance joining and one leaving, or one message failing k
 // times, the order checker (ordercheck.go) wants every key's effects in
-// stream order, each once. (A nats-server node killed in a 3-node
-// cluster, as test/chaos does, is not among them yet.) RunSuite runs them
+// stream order, each once. The routed rows (routed.go) key the function
+// by a header (or a payload field) instead, so that jetfn's own router
+// copies the input into the keyed stream, and SIGKILL or stop the routing
+// instance right after a random copy of a burst, while copies are in
+// flight and unacknowledged; one of them adds a message without its key,
+// which must be dead-lettered once. (A nats-server node killed in a
+// 3-node cluster, as test/chaos does, is not among them yet.) RunSuite runs them
 // all and returns the Report that `go run ./test/crash/cmd/crashtest`
 // prints.
 package crash

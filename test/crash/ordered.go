@@ -10,8 +10,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -23,7 +25,9 @@ import (
 // function declared ordered by a subject token is handled by `jetfn run`
 // children that are SIGKILLed, joined by a second instance and left, or
 // held by a key whose message fails; the checker (ordercheck.go) then wants
-// every key's effects in stream order, each once.
+// every key's effects in stream order, each once. The routed rows
+// (routed.go) are the same rows with the key in a header or a payload
+// field, which jetfn's own router copies into the keyed stream.
 //
 // The function is remote: the shipped binary runs only the shipped
 // functions, none keyed by a subject token, and has no test hooks, so the
@@ -32,11 +36,14 @@ import (
 // The recorder is never killed here (the remote points already kill a
 // remote mid-request); jetfn is.
 
-// The ordered rows' names, which are also their --only keys.
+// The ordered rows' names, which are also their --only keys. A routed
+// row (routed.go) is named ordered-routed-… after the row it varies.
 const (
 	orderedKillName      = "ordered-random-kill"
 	orderedInstancesName = "ordered-instances"
 	orderedFailingName   = "ordered-failing-key"
+	routedKillName       = "ordered-routed-random-kill"
+	routedInstancesName  = "ordered-routed-instances"
 )
 
 // What the ordered rows' manifest declares and the recorder uses
@@ -138,10 +145,37 @@ type Ordered struct {
 	Failures int
 	// Keying replaces OrderedKeying in the manifest; empty keeps it.
 	Keying string
+	// Routed, when set, keys the function by a header (RoutedByHeader) or
+	// a payload field (RoutedByField) instead of subject token 2, so that
+	// jetfn's router copies the messages into the keyed stream, and the
+	// row's disruptions come while it copies (routed.go).
+	Routed string
+	// Keyless adds to a routed row one message without its key, which the
+	// router must dead-letter once, disturbing no other.
+	Keyless bool
+}
+
+// name is the row's name: its kind's, or its routed variant's.
+func (o Ordered) name() string {
+	switch {
+	case o.Routed == "":
+		return o.Kind.String()
+	case o.Kind == OrderedKill:
+		return routedKillName
+	case o.Kind == OrderedInstances:
+		return routedInstancesName
+	}
+	return "ordered-routed-" + strings.TrimPrefix(o.Kind.String(), "ordered-")
 }
 
 func (o Ordered) point() string {
-	s := fmt.Sprintf("%s (%d keys x %d", o.Kind, o.Keys, o.Messages)
+	s := fmt.Sprintf("%s (%d keys x %d", o.name(), o.Keys, o.Messages)
+	if o.Keyless {
+		s += " + 1 keyless"
+	}
+	if o.Routed != "" {
+		s += ", key in " + o.routedKeyName()
+	}
 	switch o.Kind {
 	case OrderedKill:
 		s += fmt.Sprintf(", %d kills", o.Kills)
@@ -163,7 +197,7 @@ func (o Ordered) keyingLines() string {
 	case "":
 		o.Keying = OrderedKeying
 	}
-	return fmt.Sprintf("    key: {token: 2}\n    %s\n    partitions: %d\n", o.Keying, orderedPartitions)
+	return fmt.Sprintf("    key: %s\n    %s\n    partitions: %d\n", o.keySource(), o.Keying, orderedPartitions)
 }
 
 func (o Ordered) keyed() bool { return o.Keying != "none" }
@@ -186,6 +220,10 @@ type orderedEvidence struct {
 	// kills counts SIGKILLs of an instance.
 	kills  int
 	dlFrom uint64
+	// The routed rows' evidence (routed.go): the keyless message, and what
+	// the watch on the router's copies and dead letters saw.
+	keyless *orderInput
+	routing *routingEvidence
 }
 
 // RunOrdered runs o and returns its row: one "run" per message.
@@ -201,8 +239,15 @@ func (h *Harness) RunOrdered(ctx context.Context, o Ordered) Row {
 		err = cerr
 	}
 	dead, n := h.deadLettersSince(ctx, ev.dlFrom)
-	if n > 0 && err == nil {
-		err = fmt.Errorf("%d messages dead-lettered", n)
+	var wantDead uint64
+	if ev.keyless != nil {
+		wantDead = 1
+	}
+	if n != wantDead && err == nil {
+		err = fmt.Errorf("%d messages dead-lettered, want %d", n, wantDead)
+	}
+	if ev.keyless != nil {
+		failing += h.checkKeyless(ctx, o, ev, &row)
 	}
 	row.addAll(v.Results, err)
 	const shown = 10
@@ -212,8 +257,9 @@ func (h *Harness) RunOrdered(ctx context.Context, o Ordered) Row {
 	}
 	row.Recoveries = h.orderedRecoveries(ctx, ev.restarts)
 	row.Note = fmt.Sprintf("summaries are the recorder's effects, notifications its outputs; %d keys x %d messages, "+
-		"%d SIGKILLs, %s; recorder runs %d (repeats of an applied message %d, failed %d); order violations %d; dead letters %s%s",
-		o.Keys, o.Messages, ev.kills, orNone(ev.steps), v.Runs, v.Repeats, v.Failed, len(v.Violations), dead, failing)
+		"%d SIGKILLs, %s; recorder runs %d (repeats of an applied message %d, failed %d); order violations %d; dead letters %s%s%s",
+		o.Keys, o.Messages, ev.kills, orNone(ev.steps), v.Runs, v.Repeats, v.Failed, len(v.Violations), dead, failing,
+		ev.routing.String())
 	h.opts.Log.Info("ordered", "point", row.Point, "messages", row.Runs, "violations", len(v.Violations), "err", err)
 	return row
 }
@@ -226,7 +272,7 @@ func orNone(steps []string) string {
 }
 
 func (h *Harness) orderedRun(ctx context.Context, o Ordered, ev *orderedEvidence) error {
-	h.nextRun(o.Kind.String())
+	h.nextRun(o.name())
 	text := fmt.Sprintf(orderedManifestTemplate, o.keyingLines(), orderedMaxDeliver, orderedConcurrency)
 	if err := os.WriteFile(h.manPath, []byte(text), 0o644); err != nil {
 		return fmt.Errorf("writing manifest: %w", err)
@@ -244,19 +290,22 @@ func (h *Harness) orderedRun(ctx context.Context, o Ordered, ev *orderedEvidence
 	if ev.dlFrom, err = nextSeq(ctx, h.stack.js, deadLetterStream); err != nil {
 		return err
 	}
+	if o.Routed != "" {
+		return h.routedRun(ctx, o, ev)
+	}
 	if ev.inputs, err = h.publishOrders(ctx, o); err != nil {
 		return err
 	}
 	total := len(ev.inputs)
 	switch o.Kind {
 	case OrderedKill:
+		kill := h.killDisruption(ctx, ev)
 		for _, at := range randomMoments(total, o.Kills) {
-			if err := h.orderedStep(ctx, ev, at, "kill", func() error {
-				h.killChild()
-				ev.kills++
-				restart, err := h.startChild(ctx)
-				ev.restarts = append(ev.restarts, restart)
-				return err
+			if err := h.orderedStep(ctx, ev, at, kill.name, func() error {
+				if err := kill.do(); err != nil {
+					return err
+				}
+				return kill.then()
 			}); err != nil {
 				return err
 			}
@@ -273,15 +322,7 @@ func (h *Harness) orderedRun(ctx context.Context, o Ordered, ev *orderedEvidence
 // without a word), joins again, and the second leaves with a SIGTERM, each
 // at a random moment of its quarter of the messages.
 func (h *Harness) instanceSteps(ctx context.Context, ev *orderedEvidence, total int) error {
-	steps := []struct {
-		name string
-		do   func() error
-	}{
-		{"second joins", func() error { return h.startPeer(ctx) }},
-		{"first SIGKILLed", func() error { h.killChild(); ev.kills++; return nil }},
-		{"first joins again", func() error { _, err := h.startChild(ctx); return err }},
-		{"second SIGTERMed", func() error { return stopProcess(&h.peer) }},
-	}
+	steps := h.instanceDisruptions(ctx, ev)
 	for i, s := range steps {
 		lo, hi := total*i/len(steps), total*(i+1)/len(steps)
 		if err := h.orderedStep(ctx, ev, max(1, lo+rand.IntN(max(1, hi-lo))), s.name, s.do); err != nil {
@@ -289,6 +330,45 @@ func (h *Harness) instanceSteps(ctx context.Context, ev *orderedEvidence, total 
 		}
 	}
 	return nil
+}
+
+// disruption is one step of a row: do disrupts, then (if set) restarts.
+// A routed row reads the router's state between the two.
+type disruption struct {
+	name string
+	do   func() error
+	then func() error
+	// handover is set when do ends the routing instance's routing: the
+	// other instance, or the restarted one, takes the router's lease.
+	handover bool
+	// signal, when set, is what do sends *target: a routed row sends it
+	// the moment it sees its copy, and do sends it again (SIGKILL, or a
+	// SIGTERM jetfn ignores once draining) and waits for the exit.
+	signal syscall.Signal
+	target **testkit.Child
+}
+
+// instanceDisruptions are the instances row's four steps.
+func (h *Harness) instanceDisruptions(ctx context.Context, ev *orderedEvidence) []disruption {
+	return []disruption{
+		{name: "second joins", do: func() error { return h.startPeer(ctx) }},
+		{name: "first SIGKILLed", do: func() error { h.killChild(); ev.kills++; return nil }, handover: true,
+			signal: syscall.SIGKILL, target: &h.child},
+		{name: "first joins again", do: func() error { _, err := h.startChild(ctx); return err }},
+		{name: "second SIGTERMed", do: func() error { return stopProcess(&h.peer) }, handover: true,
+			signal: syscall.SIGTERM, target: &h.peer},
+	}
+}
+
+// killDisruption is the kill row's step: a SIGKILL, then a restart.
+func (h *Harness) killDisruption(ctx context.Context, ev *orderedEvidence) disruption {
+	return disruption{name: "kill", do: func() error { h.killChild(); ev.kills++; return nil }, handover: true,
+		signal: syscall.SIGKILL, target: &h.child,
+		then: func() error {
+			restart, err := h.startChild(ctx)
+			ev.restarts = append(ev.restarts, restart)
+			return err
+		}}
 }
 
 // randomMoments are n uniformly random output counts in [1, total), in
@@ -382,32 +462,75 @@ func (h *Harness) freshOrderedStreams(ctx context.Context) error {
 	return nil
 }
 
-// publishOrders publishes Keys × Messages messages, message i of every key
-// before message i+1 of any, each with a message ID of its own; the failing
-// row's failing message asks the recorder to fail its first deliveries.
-func (h *Harness) publishOrders(ctx context.Context, o Ordered) ([]orderInput, error) {
-	var inputs []orderInput
+// orderMsg is one message of an ordered row, before it is published.
+type orderMsg struct {
+	key, subject, id string
+	data             []byte
+	header           nats.Header
+}
+
+// orderMessages are a row's Keys × Messages messages, message i of every
+// key before message i+1 of any, each with a message ID of its own; the
+// failing row's failing message asks the recorder to fail its first
+// deliveries. A routed row's messages carry their key in header Order-Key
+// and in payload field "key" both (so the header and field variants store
+// the same bytes), on a subject whose token 2 is not their key; its keyless
+// message, in the middle, has neither.
+func (h *Harness) orderMessages(o Ordered) []orderMsg {
+	var msgs []orderMsg
 	for i := range o.Messages {
 		for k := range o.Keys {
 			key := fmt.Sprintf("k%02d", k)
-			data := fmt.Sprintf(`{"i":%d}`, i)
+			m := orderMsg{key: key, subject: "orders." + key, id: fmt.Sprintf("r%03d-%s-%03d", h.runs, key, i),
+				data: fmt.Appendf(nil, `{"i":%d}`, i)}
 			if o.Kind == OrderedFailing && key == failingKey && i == failingIndex {
-				data = fmt.Sprintf(`{"i":%d,"fail":%d}`, i, o.Failures)
+				m.data = fmt.Appendf(nil, `{"i":%d,"fail":%d}`, i, o.Failures)
 			}
-			id := fmt.Sprintf("r%03d-%s-%03d", h.runs, key, i)
-			var ack *jetstream.PubAck
-			err := retry(ctx, func() error {
-				var err error
-				ack, err = h.stack.js.Publish(ctx, "orders."+key, []byte(data), jetstream.WithMsgID(id))
-				return err
-			})
-			if err != nil {
-				return nil, fmt.Errorf("publishing orders.%s: %w", key, err)
+			if o.Routed != "" {
+				m.subject = fmt.Sprintf("orders.s%02d", (k+i)%o.Keys)
+				m.data = append(m.data[:len(m.data)-1], fmt.Sprintf(`,%q:%q}`, orderKeyField, key)...)
+				m.header = nats.Header{orderKeyHeader: []string{key}}
 			}
-			inputs = append(inputs, orderInput{Key: key, Seq: int64(ack.Sequence), MsgID: id})
+			msgs = append(msgs, m)
 		}
 	}
+	if o.Keyless {
+		m := orderMsg{subject: "orders.s00", id: fmt.Sprintf("r%03d-keyless", h.runs), data: []byte(`{"keyless":true}`)}
+		msgs = slices.Insert(msgs, len(msgs)/2, m)
+	}
+	return msgs
+}
+
+// publishOrders publishes all of a row's messages (orderMessages).
+func (h *Harness) publishOrders(ctx context.Context, o Ordered) ([]orderInput, error) {
+	var inputs []orderInput
+	for _, m := range h.orderMessages(o) {
+		in, err := h.publishOrder(ctx, m)
+		if err != nil {
+			return nil, err
+		}
+		inputs = append(inputs, in)
+	}
 	return inputs, nil
+}
+
+// publishOrder publishes one message of a row with its message ID.
+func (h *Harness) publishOrder(ctx context.Context, m orderMsg) (orderInput, error) {
+	msg := &nats.Msg{Subject: m.subject, Data: m.data, Header: nats.Header{}}
+	for k, v := range m.header {
+		msg.Header[k] = v
+	}
+	msg.Header.Set(jetstream.MsgIDHeader, m.id)
+	var ack *jetstream.PubAck
+	err := retry(ctx, func() error {
+		var err error
+		ack, err = h.stack.js.PublishMsg(ctx, msg)
+		return err
+	})
+	if err != nil {
+		return orderInput{}, fmt.Errorf("publishing %s: %w", m.subject, err)
+	}
+	return orderInput{Key: m.key, Seq: int64(ack.Sequence), MsgID: m.id}, nil
 }
 
 // stopOrdered stops both instances and the recorder gracefully and returns

@@ -36,13 +36,22 @@ type SuiteOptions struct {
 	OrderedKeys, OrderedMessages  int
 	OrderedKills, OrderedFailures int
 	// OrderedKeying, when set, replaces the ordered rows' `ordered: true`
-	// (OrderedKeying): "keyConcurrency: 4" or "none" are controls that the
-	// checker must fail.
+	// (OrderedKeying), the routed rows' too: "keyConcurrency: 4" or "none"
+	// are controls that the checker must fail.
 	OrderedKeying string
+	// RoutedKills are the SIGKILLs of ordered-routed-random-kill (zero
+	// skips it), each followed by up to 5 s without routing (the router's
+	// lease); RoutedKey is where the routed rows' key is, RoutedByHeader
+	// (the default) or RoutedByField, or RoutedBySubject, a control the
+	// checker must fail. The routed rows run with the ordered rows' keys
+	// and messages.
+	RoutedKills int
+	RoutedKey   string
 	// Only, when set, names the rows to run (point names, outage for every
 	// point with an outage, the remote points' names, careless-publisher,
 	// max-deliveries-all-down, random, nats-restart, mongo-outage,
-	// ordered-random-kill, ordered-instances, ordered-failing-key).
+	// ordered-random-kill, ordered-instances, ordered-failing-key,
+	// ordered-routed-random-kill, ordered-routed-instances).
 	Only []string
 }
 
@@ -88,14 +97,20 @@ func RunSuite(ctx context.Context, h *Harness, o SuiteOptions) Report {
 		}
 	}
 	if o.OrderedKeys > 0 {
+		routed := o.RoutedKey
+		if routed == "" {
+			routed = RoutedByHeader
+		}
 		ordered := []Ordered{
 			{Kind: OrderedKill, Kills: o.OrderedKills},
 			{Kind: OrderedInstances},
 			{Kind: OrderedFailing, Failures: o.OrderedFailures},
+			{Kind: OrderedKill, Kills: o.RoutedKills, Routed: routed, Keyless: true},
+			{Kind: OrderedInstances, Routed: routed},
 		}
 		for _, r := range ordered {
 			r.Keys, r.Messages, r.Keying = o.OrderedKeys, o.OrderedMessages, o.OrderedKeying
-			if o.selected(r.Kind.String()) && (r.Kind != OrderedKill || r.Kills > 0) && (r.Kind != OrderedFailing || r.Failures > 0) {
+			if o.selected(r.name()) && (r.Kind != OrderedKill || r.Kills > 0) && (r.Kind != OrderedFailing || r.Failures > 0) {
 				add(func() Row { return h.RunOrdered(ctx, r) })
 			}
 		}

@@ -10,8 +10,7 @@
 // subject token; a remote is how a user would plug any function into that
 // binary, and it keeps its effects in the harness's Mongo.
 //
-// For a request on a key (token 2 of Jetfn-Subject) with sequence s
-// (Jetfn-Stream-Seq), it:
+// For a request on a key with sequence s (Jetfn-Stream-Seq), it:
 //   - fails with a 500, storing nothing but a run, while Jetfn-Delivery is at
 //     most the payload's "fail" (the failing key of the rows);
 //   - otherwise adds s to the key's document in ordered_keys with one
@@ -25,6 +24,11 @@
 //     one's;
 //   - replies with one output on recorded.orders ({key, seq}) keyed by
 //     Jetfn-Msg-Id, which jetfn publishes once with a scoped message ID.
+//
+// The key is the input's header Order-Key, else its payload's field "key"
+// (the routed rows, whose subject does not carry it), else token 2 of
+// Jetfn-Subject (the rows keyed by subject token). It is read from the
+// message as published, never from what jetfn adds.
 //
 // Each request is handled on its own goroutine after a random pause of up
 // to 3ms: a service that handled requests one at a time, in arrival order,
@@ -65,6 +69,7 @@ const (
 	keysCollection = "ordered_keys"
 	runsCollection = "ordered_runs"
 	keyToken       = 2
+	keyHeader      = "Order-Key"
 )
 
 func main() {
@@ -127,9 +132,11 @@ func (r *recorder) lock(key string) func() {
 }
 
 // payload is the input's JSON: Fail is how many deliveries of the message
-// fail before one succeeds.
+// fail before one succeeds; Key is a routed row's key, which its header
+// Order-Key also carries.
 type payload struct {
-	Fail int64 `json:"fail"`
+	Fail int64  `json:"fail"`
+	Key  string `json:"key"`
 }
 
 // runDoc is one run as ordered_runs stores it.
@@ -153,7 +160,13 @@ func (r *recorder) handle(req micro.Request) {
 		_ = req.Error("400", "not a jetfn request of the ordered rows", nil)
 		return
 	}
-	key := tokens[keyToken-1]
+	key := h.Get(keyHeader)
+	if key == "" {
+		key = p.Key
+	}
+	if key == "" {
+		key = tokens[keyToken-1]
+	}
 	ctx, cancel := deadlineContext(h.Get("Jetfn-Deadline"))
 	defer cancel()
 	time.Sleep(rand.N(3 * time.Millisecond))

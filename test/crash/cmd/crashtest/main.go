@@ -42,17 +42,25 @@ func run() int {
 	orderedMessages := fs.Int("ordered-messages", 40, "messages per key in each ordered row")
 	orderedKills := fs.Int("ordered-kills", 5, "SIGKILLs of ordered-random-kill (0 skips it)")
 	orderedFailures := fs.Int("ordered-failures", 3, "failing deliveries of the failing message of ordered-failing-key (0 skips it)")
-	orderedKeying := fs.String("ordered-keying", "", `replaces "ordered: true" in the ordered rows' manifest; `+
+	orderedKeying := fs.String("ordered-keying", "", `replaces "ordered: true" in the ordered and routed rows' manifest; `+
 		`"keyConcurrency: 4" or "none" (no key) are controls the order checker must fail`)
+	routedKills := fs.Int("routed-kills", 5, "SIGKILLs of ordered-routed-random-kill, each while the router copies (0 skips it)")
+	routedKey := fs.String("routed-key", crash.RoutedByHeader, `where the routed rows' key is: "header" (Order-Key) or "field" (key); `+
+		`"subject" keys them by subject token 2, which is not their key: a control the order checker must fail`)
 	only := fs.String("only", "", "comma-separated rows to run: none,wait,after-store,after-notify,outage,"+
 		"after-notify/nats-restart/window-24h,remote-killed-mid-request,jetfn-killed-while-remote-works,"+
 		"careless-publisher,max-deliveries-all-down,random,nats-restart,mongo-outage,"+
-		"ordered-random-kill,ordered-instances,ordered-failing-key")
+		"ordered-random-kill,ordered-instances,ordered-failing-key,ordered-routed-random-kill,ordered-routed-instances")
 	markdown := fs.Bool("markdown", false, "also print the table as README-ready markdown rows")
 	dir := fs.String("dir", "", "keep data, manifests and child logs here (default: a temp dir, removed)")
 	buildFlags := fs.String("build-flags", "", "extra `go build` flags for the child binary, space-separated")
 	verbose := fs.Bool("v", false, "log every run")
 	if err := fs.Parse(os.Args[1:]); err != nil {
+		return 2
+	}
+	if *routedKey != crash.RoutedByHeader && *routedKey != crash.RoutedByField && *routedKey != crash.RoutedBySubject {
+		fmt.Fprintf(os.Stderr, "crashtest: --routed-key %q: want %q, %q or %q\n", *routedKey,
+			crash.RoutedByHeader, crash.RoutedByField, crash.RoutedBySubject)
 		return 2
 	}
 	level := slog.LevelWarn
@@ -73,7 +81,7 @@ func run() int {
 		Runs: *runs, ShortWindow: *window, Outage: *outage, CarelessSessions: *careless, ExhaustionRuns: *exhaustions,
 		BatchSessions: *batch, BatchCycles: *cycles, ServerCycles: *serverCycles, NATSDown: *natsDown, MongoDown: *mongoDown,
 		OrderedKeys: *orderedKeys, OrderedMessages: *orderedMessages, OrderedKills: *orderedKills,
-		OrderedFailures: *orderedFailures, OrderedKeying: *orderedKeying,
+		OrderedFailures: *orderedFailures, OrderedKeying: *orderedKeying, RoutedKills: *routedKills, RoutedKey: *routedKey,
 		Only: splitList(*only),
 	})
 	rep.Write(os.Stdout)
