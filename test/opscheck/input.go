@@ -55,31 +55,9 @@ const (
 // can be traced too; a dead letter keeps the original's headers.
 const tokenHeader = "Opscheck-Token"
 
-// recordingTS is the ts of the first input; input n's recording event has
-// ts recordingTS+n. ts is part of the event's identity
-// (<recordingId>:<event>:<ts>), so the input's number makes each event
-// distinct within its recording, and recordingToken finds the input again
-// from a timeline entry or a notice, which carry only the identity.
+// recordingTS is the ts of every recording event; ts is part of the
+// event's identity, the token (its recordingId) makes it unique.
 const recordingTS = 1_700_000_000_000
-
-// recordings is how many recordings a run's recording inputs are spread
-// over, round robin: several events of one recording wait or run at once
-// whenever a fault holds one, which is what the order check needs (an
-// ordered function must still handle them one at a time, in stream order).
-const recordings = 4
-
-// recordingID is the recordingId of recording k of the run of seed.
-func recordingID(seed uint64, k int) string { return fmt.Sprintf("s%d-rec%d", seed, k) }
-
-// recordingToken is the token of the input whose event is ts in recording
-// recID (recordingID's form), or "" when they are not an input's.
-func recordingToken(recID string, ts int64) string {
-	seed, _, ok := strings.Cut(recID, "-rec")
-	if !ok || ts <= recordingTS {
-		return ""
-	}
-	return fmt.Sprintf("%s-%04d", seed, ts-recordingTS)
-}
 
 // Input is one message a publisher means to send. Token is unique to it
 // and appears in its payload, in every document its function stores and in
@@ -94,10 +72,6 @@ type Input struct {
 	// Tab adds a header whose value holds a TAB, as a careless publisher
 	// copying a free-text field into a header might.
 	Tab bool
-	// RecordingID is a recording input's recording, shared with other
-	// inputs; TS its event's ts, the input's own.
-	RecordingID string
-	TS          int64
 }
 
 func (in *Input) event() string { return strings.TrimPrefix(in.Subject, "recording.") }
@@ -129,7 +103,11 @@ func (in *Input) payload() []byte {
 	case in.Family == Remote:
 		v = map[string]string{"nome": in.Token}
 	default:
-		v = map[string]any{"ts": in.TS, "event": in.event(), "recordingId": in.RecordingID, "conversationId": "opscheck"}
+		ts := int64(recordingTS)
+		if in.Poison == Schema {
+			ts = 0 // the schema's minimum is 1
+		}
+		v = map[string]any{"ts": ts, "event": in.event(), "recordingId": in.Token, "conversationId": "opscheck"}
 	}
 	raw, err := json.Marshal(v)
 	if err != nil {
@@ -138,21 +116,17 @@ func (in *Input) payload() []byte {
 	return raw
 }
 
-// newInput makes the input numbered n of the run; rec is a recording
-// input's recording (recordingID).
-func newInput(seed uint64, n int, fam Family, subject string, poison Poison, rec int) *Input {
+// newInput makes the input numbered n of the run.
+func newInput(seed uint64, n int, fam Family, subject string, poison Poison) *Input {
 	tok := fmt.Sprintf("s%d-%04d", seed, n)
 	in := &Input{Token: tok, Family: fam, Subject: subject, Poison: poison}
 	in.MsgID = "pub-" + tok
 	if fam == Recording {
-		in.RecordingID, in.TS = recordingID(seed, rec), recordingTS+int64(n)
+		ts := recordingTS
 		if poison == Schema {
-			// The schema's minimum is 1. Negative, and the input's own: the
-			// event's identity (its Nats-Msg-Id) stays unique, as the
-			// recording is shared.
-			in.TS = -int64(n)
+			ts = 0
 		}
-		in.MsgID = fmt.Sprintf("%s:%s:%d", in.RecordingID, in.event(), in.TS) // the backend's key
+		in.MsgID = fmt.Sprintf("%s:%s:%d", tok, in.event(), ts) // the backend's key
 	}
 	return in
 }

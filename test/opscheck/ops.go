@@ -154,63 +154,28 @@ func describeManifest(m *manifest.Manifest) string {
 	return out
 }
 
-// liveFunction is the live revision's function of fam.
-func (s *system) liveFunction(ctx context.Context, fam Family) (*manifest.FunctionSpec, error) {
+// durableOf is the consumer the live revision binds for fam.
+func (s *system) durableOf(ctx context.Context, fam Family) (string, string, error) {
 	m, err := s.current(ctx)
 	if err != nil {
-		return nil, err
+		return "", "", err
 	}
 	f := function(m, fam)
 	if f == nil {
-		return nil, fmt.Errorf("the live revision has no %s function", fam)
+		return "", "", fmt.Errorf("the live revision has no %s function", fam)
 	}
-	return f, nil
+	return f.Stream, f.Durable, nil
 }
 
-// deleteConsumer deletes the consumers the live revision binds for fam, as
-// `nats consumer rm` would: a plain function's durable; for a keyed one
-// (the recording function), its router's consumer on the input and every
-// partition's consumer on its keyed stream.
 func (s *system) deleteConsumer(ctx context.Context, fam Family) (string, error) {
-	f, err := s.liveFunction(ctx, fam)
+	stream, durable, err := s.durableOf(ctx, fam)
 	if err != nil {
 		return "", err
 	}
-	if f.IsKeyed() {
-		return s.deleteKeyedConsumers(ctx, f)
+	if err := s.js.DeleteConsumer(ctx, stream, durable); err != nil {
+		return "", fmt.Errorf("deleting %s/%s: %w", stream, durable, err)
 	}
-	if err := s.js.DeleteConsumer(ctx, f.Stream, f.Durable); err != nil {
-		return "", fmt.Errorf("deleting %s/%s: %w", f.Stream, f.Durable, err)
-	}
-	return "deleted " + f.Stream + "/" + f.Durable, nil
-}
-
-func (s *system) deleteKeyedConsumers(ctx context.Context, f *manifest.FunctionSpec) (string, error) {
-	type consumer struct{ stream, name string }
-	var all []consumer
-	if f.IsRouted() {
-		all = append(all, consumer{f.Stream, f.RouterDurable()})
-	}
-	for i := range f.Partitions {
-		all = append(all, consumer{f.KeyedStreamName(), f.PartitionDurable(i)})
-	}
-	var deleted []string
-	var errs []error
-	for _, c := range all {
-		if err := s.js.DeleteConsumer(ctx, c.stream, c.name); err != nil {
-			errs = append(errs, fmt.Errorf("deleting %s/%s: %w", c.stream, c.name, err))
-			continue
-		}
-		deleted = append(deleted, c.stream+"/"+c.name)
-	}
-	if len(deleted) == 0 {
-		return "", errors.Join(errs...)
-	}
-	detail := fmt.Sprintf("deleted %d consumers of keyed function %s (%s, ...)", len(deleted), f.Name, deleted[0])
-	if len(errs) > 0 {
-		detail += fmt.Sprintf("; %d not: %v", len(errs), errors.Join(errs...))
-	}
-	return detail, nil
+	return "deleted " + stream + "/" + durable, nil
 }
 
 // deleteConsumerAllDown kills every instance, deletes the consumer (`nats

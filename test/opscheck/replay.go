@@ -67,9 +67,13 @@ func (s *system) replayOp(ctx context.Context, op Op) (string, error) {
 	case "all":
 		args = append(args, "--all")
 	case "function":
-		f, err := s.liveFunction(ctx, op.Family)
+		m, err := s.current(ctx)
 		if err != nil {
 			return "", err
+		}
+		f := function(m, op.Family)
+		if f == nil {
+			return "", fmt.Errorf("the live revision has no %s function", op.Family)
 		}
 		args = append(args, "--function", f.Name)
 	default:
