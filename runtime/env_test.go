@@ -39,6 +39,12 @@ func newEnv(t *testing.T) *testEnv {
 // stream and one function "fn" reading test.in, whose spec lines are given.
 func testManifest(t *testing.T, fnSpec string) *manifest.Manifest {
 	t.Helper()
+	return subjectManifest(t, "test.in", fnSpec)
+}
+
+// subjectManifest is testManifest with fn reading subject instead.
+func subjectManifest(t *testing.T, subject, fnSpec string) *manifest.Manifest {
+	t.Helper()
 	if !strings.Contains(fnSpec, "version:") {
 		fnSpec = "    version: 1.0.0\n" + fnSpec
 	}
@@ -51,7 +57,7 @@ streams:
 functions:
   - name: fn
     stream: TEST
-    subject: test.in
+    subject: ` + subject + `
 ` + fnSpec))
 	if err != nil {
 		t.Fatal(err)

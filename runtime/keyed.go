@@ -238,18 +238,23 @@ type sourced struct {
 var errNotSourced = errors.New("the message has no Nats-Stream-Source header naming the input stream's message; " +
 	"only the server's copies belong in a keyed stream")
 
-func parseSourced(h string) (sourced, error) {
+func parseSourced(h string) (sourced, error) { return parseOrigin(h, 4) }
+
+// parseOrigin reads "<stream> <seq> … <subject>[ <identity>]", the subject
+// being field subjectAt: the server's Nats-Stream-Source (4) and the
+// router's header (2) differ only there.
+func parseOrigin(h string, subjectAt int) (sourced, error) {
 	fields := strings.Split(h, " ")
-	if len(fields) < 5 {
+	if len(fields) <= subjectAt {
 		return sourced{}, fmt.Errorf("%w (got %q)", errNotSourced, h)
 	}
 	seq, err := strconv.ParseUint(fields[1], 10, 64)
 	if err != nil || seq == 0 {
 		return sourced{}, fmt.Errorf("%w (got %q)", errNotSourced, h)
 	}
-	s := sourced{stream: fields[0], seq: seq, subject: fields[4]}
-	if len(fields) > 5 {
-		s.identity = fields[5]
+	s := sourced{stream: fields[0], seq: seq, subject: fields[subjectAt]}
+	if len(fields) > subjectAt+1 {
+		s.identity = fields[subjectAt+1]
 	}
 	return s, nil
 }

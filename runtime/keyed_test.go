@@ -24,23 +24,7 @@ import (
 // (the subject's second token), with the spec lines given.
 func keyedManifest(t *testing.T, fnSpec string) *manifest.Manifest {
 	t.Helper()
-	m, err := manifest.Parse([]byte(`
-streams:
-  - name: TEST
-    subjects: ["test.>"]
-  - name: DEADLETTER
-    subjects: ["deadletter.>"]
-functions:
-  - name: fn
-    version: 1.0.0
-    stream: TEST
-    subject: test.*
-    key: {token: 2}
-` + fnSpec))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
+	return subjectManifest(t, "test.*", "    key: {token: 2}\n"+fnSpec)
 }
 
 // keyOrder is a handler that records every run per key, fails the first

@@ -359,27 +359,8 @@ func TestKeyedPermissionsSufficient(t *testing.T) {
 }
 
 func testKeyedPermissions(t *testing.T, key string) {
-	m, err := manifest.Parse([]byte(`
-streams:
-  - name: TEST
-    subjects: ["test.>"]
-  - name: DEADLETTER
-    subjects: ["deadletter.>"]
-functions:
-  - name: fn
-    version: 1.0.0
-    stream: TEST
-    subject: test.in.*
-    key: ` + key + `
-    ordered: true
-    concurrency: 2
-    outputs:
-      - subject: test.out
-        stream: TEST
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := subjectManifest(t, "test.in.*", "    key: "+key+"\n    ordered: true\n    concurrency: 2\n"+
+		"    outputs:\n      - subject: test.out\n        stream: TEST\n")
 	if err := m.Validate([]string{"fn"}); err != nil {
 		t.Fatal(err)
 	}

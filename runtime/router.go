@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -198,13 +197,15 @@ func (rt *router) copy(ctx context.Context, m jetstream.Msg) (jetstream.PubAckFu
 // settle waits for the copies' acknowledgements and acknowledges the input
 // messages in order, up to the first copy that failed.
 func (rt *router) settle(msgs []jetstream.Msg, futures []jetstream.PubAckFuture, failed error) error {
+	deadline := time.NewTimer(settleTimeout) // one for the batch, not one a message
+	defer deadline.Stop()
 	for i, f := range futures {
 		if f != nil {
 			select {
 			case <-f.Ok():
 			case err := <-f.Err():
 				return errors.Join(fmt.Errorf("copying stream sequence %s: %w", seqOf(msgs[i]), err), failed)
-			case <-time.After(settleTimeout):
+			case <-deadline.C:
 				return errors.Join(fmt.Errorf("copying stream sequence %s: no acknowledgement in %s", seqOf(msgs[i]), settleTimeout), failed)
 			}
 			if err := msgs[i].Ack(); err != nil {
@@ -229,17 +230,7 @@ func natsMsgOf(m jetstream.Msg) *nats.Msg {
 }
 
 // parseRouted reads a routed copy's origin (routedHeader).
-func parseRouted(h string) (sourced, error) {
-	fields := strings.Split(h, " ")
-	if len(fields) != 4 {
-		return sourced{}, fmt.Errorf("%w (got %q)", errNotSourced, h)
-	}
-	seq, err := strconv.ParseUint(fields[1], 10, 64)
-	if err != nil || seq == 0 {
-		return sourced{}, fmt.Errorf("%w (got %q)", errNotSourced, h)
-	}
-	return sourced{stream: fields[0], seq: seq, subject: fields[2], identity: fields[3]}, nil
-}
+func parseRouted(h string) (sourced, error) { return parseOrigin(h, 2) }
 
 // status adds the router's role and the input messages it has not copied
 // yet: those wait for the function as surely as the partitions' pending.
