@@ -143,6 +143,11 @@ func (m *Manifest) Permissions(o PermissionOptions) Permissions {
 		if f.IsKeyed() {
 			pub.add(keyedSubjects(f, o.Provision)...)
 		}
+		if o.Provision && f.IsKeyed() && !f.IsRouted() {
+			// No consumer reads a token-keyed function's input; the server's
+			// announcement of its deletion tells jetfn to recreate it.
+			sub.add("$JS.EVENT.ADVISORY.STREAM.DELETED." + s)
+		}
 		if o.Provision {
 			pub.add("$JS.API.CONSUMER.CREATE."+s+"."+d, "$JS.API.CONSUMER.CREATE."+s+"."+d+".>")
 			pub.add(backfillSubjects(f)...)

@@ -73,6 +73,9 @@ type binding struct {
 	// router copies a keyed function's messages into its keyed stream
 	// when its key is in a header or a field (router.go); nil otherwise.
 	router *router
+	// keepInput, on a keyed function keyed by a subject token, recreates
+	// its input stream if an operator deleted it (keyed.go); nil otherwise.
+	keepInput func(context.Context)
 	// fromSource is set on a partition binding: its messages are copies of
 	// the input stream's, whose identity they keep (sourcedMsg).
 	fromSource bool

@@ -22,6 +22,9 @@ type testEnv struct {
 	t  *testing.T
 	nc *nats.Conn
 	js jetstream.JetStream
+	// logs keeps what the runtimes start started log, printed if the test
+	// fails: a failure in CI then says what the runtime saw.
+	logs *runtimetest.LogBuffer
 }
 
 func newEnv(t *testing.T) *testEnv {
@@ -32,7 +35,23 @@ func newEnv(t *testing.T) *testEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &testEnv{t: t, nc: nc, js: js}
+	env := &testEnv{t: t, nc: nc, js: js, logs: &runtimetest.LogBuffer{}}
+	t.Cleanup(func() {
+		if t.Failed() && env.logs.String() != "" {
+			t.Logf("what the runtime logged:\n%s", env.logs.String())
+		}
+	})
+	return env
+}
+
+// logger is the runtime's logger in this test: everything from Info up
+// kept in e.logs; all of it on stderr with JETFN_TEST_LOG set; none for an
+// env built without logs.
+func (e *testEnv) logger() *slog.Logger {
+	if os.Getenv("JETFN_TEST_LOG") != "" || e.logs == nil {
+		return testLogger()
+	}
+	return slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 
 // testManifest is a manifest with a TEST stream (test.>), the dead-letter
@@ -99,7 +118,7 @@ func testLogger() *slog.Logger {
 func (e *testEnv) start(m *manifest.Manifest, h jetfn.Handler, opts ...Option) *running {
 	e.t.Helper()
 	fns := []jetfn.Function{{Name: "fn", New: func(jetfn.Deps) (jetfn.Handler, error) { return h, nil }}}
-	opts = append([]Option{WithLogger(testLogger())}, opts...)
+	opts = append([]Option{WithLogger(e.logger())}, opts...)
 	rt, err := New(e.nc, m, fns, opts...)
 	if err != nil {
 		e.t.Fatal(err)
@@ -111,7 +130,7 @@ func (e *testEnv) start(m *manifest.Manifest, h jetfn.Handler, opts ...Option) *
 // validating it, to reach states a valid manifest cannot.
 func (e *testEnv) startUnvalidated(m *manifest.Manifest, h jetfn.Handler, opts ...Option) *running {
 	e.t.Helper()
-	opts = append([]Option{WithLogger(testLogger())}, opts...)
+	opts = append([]Option{WithLogger(e.logger())}, opts...)
 	rt, err := New(e.nc, testManifest(e.t, ""), []jetfn.Function{{Name: "fn", New: func(jetfn.Deps) (jetfn.Handler, error) { return h, nil }}},
 		opts...)
 	if err != nil {

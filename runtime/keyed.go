@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -166,8 +167,55 @@ func (r *Runtime) connectParts(ctx context.Context, b *binding, input jetstream.
 			return err
 		}
 		b.router = rt
+	} else if !r.opts.noProvision {
+		inputSpec, _ := m.Stream(b.spec.Stream)
+		b.keepInput = r.inputKeeper(inputSpec, b.log)
 	}
 	return nil
+}
+
+// keepInputStream runs keepInput when the server announces that the input
+// stream was deleted, and every consumerCheckEvery in case the
+// announcement was missed (a reconnect), until ctx is done.
+func (b *binding) keepInputStream(ctx context.Context) {
+	deleted := make(chan struct{}, 1)
+	sub, err := b.js.Conn().Subscribe(streamDeletedAdvisory+b.spec.Stream, func(*nats.Msg) {
+		select {
+		case deleted <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil {
+		b.log.Warn("listening for the input stream's deletion; looking every "+consumerCheckEvery.String()+" only", "err", err)
+	} else {
+		defer func() { _ = sub.Unsubscribe() }()
+	}
+	everyOrKicked(ctx, consumerCheckEvery, deleted, b.keepInput)
+}
+
+// streamDeletedAdvisory is the subject prefix of the server's announcement
+// that a stream was deleted; the stream's name follows.
+const streamDeletedAdvisory = "$JS.EVENT.ADVISORY.STREAM.DELETED."
+
+// inputKeeper recreates a token-keyed function's input stream when an
+// operator deleted it, as every other function's consumer handle does for
+// the stream it reads: here no consumer of the function reads the input
+// (its keyed stream sources it), so no failed pull notices, and the keeper
+// listens for the server's announcement instead. The keyed stream's source
+// sees the new stream's identity and starts again from its first message.
+func (r *Runtime) inputKeeper(spec manifest.StreamSpec, log *slog.Logger) func(context.Context) {
+	return func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, restoreTimeout)
+		defer cancel()
+		if _, err := r.js.Stream(ctx, spec.Name); !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return
+		}
+		if err := ensureStream(ctx, r.js, spec); err != nil {
+			log.Error("recreating a keyed function's deleted input stream", "stream", spec.Name, "err", err)
+			return
+		}
+		log.Warn("recreated a keyed function's deleted input stream from the manifest", "stream", spec.Name)
+	}
 }
 
 // partitionConsumer is partition spec's consumer: created or updated when
@@ -191,6 +239,9 @@ func (b *binding) runParts(ctx context.Context, drainTimeout time.Duration) {
 	var wg sync.WaitGroup
 	if b.router != nil {
 		wg.Go(func() { b.router.run(ctx) })
+	}
+	if b.keepInput != nil {
+		wg.Go(func() { b.keepInputStream(ctx) })
 	}
 	for _, p := range b.parts {
 		wg.Go(func() { p.run(ctx, drainTimeout) })

@@ -351,7 +351,8 @@ func provision(t *testing.T, js jetstream.JetStream, m *manifest.Manifest) {
 
 // TestKeyedPermissionsSufficient runs an ordered function as a user with
 // the --provision permissions on an empty server: it creates the keyed
-// stream and its partition consumers, and handles through them, with no
+// stream and its partition consumers, and handles through them, and
+// recreates its input stream when an operator deletes it, with no
 // violation.
 func TestKeyedPermissionsSufficient(t *testing.T) {
 	t.Run("subject token", func(t *testing.T) { testKeyedPermissions(t, "{token: 3}") })
@@ -368,6 +369,15 @@ func testKeyedPermissions(t *testing.T, key string) {
 	p.env.publish("test.in.a", `{"id":"a"}`)
 	p.env.publish("test.in.b", `{"id":"b"}`)
 	runtimetest.Eventually(t, 20*time.Second, "the outputs of both keys", func() bool { return p.outputs() == 2 })
+	ctx := context.Background()
+	if err := p.env.js.DeleteStream(ctx, "TEST"); err != nil {
+		t.Fatal(err)
+	}
+	runtimetest.Eventually(t, 45*time.Second, "the input stream recreated", func() bool {
+		_, err := p.env.js.Publish(ctx, "test.in.c", []byte(`{"id":"c"}`))
+		return err == nil
+	})
+	runtimetest.Eventually(t, 30*time.Second, "the output of the message on the recreated stream", func() bool { return p.outputs() == 1 })
 	if v := p.log.Violations(); len(v) > 0 {
 		t.Fatalf("permission violations with the --provision permissions: %v\n%s", v, p.log.String())
 	}

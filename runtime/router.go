@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -23,15 +24,21 @@ import (
 // lease, not a pinned client, for the reasons in design/per-key-ordering.md):
 // it reads the input in order through its own consumer and publishes each
 // message to <prefix><partition>.<subject>, with the input message's
-// identity as its ID and the previous copy's ID as the one the stream must
-// hold last (Nats-Expected-Last-Msg-Id). So:
+// identity as its ID and the keyed stream's sequence it expects to follow
+// (Nats-Expected-Last-Sequence). So:
 //   - a publish that fails stops every one after it in the batch, instead of
 //     leaving a gap a retry would fill out of order;
 //   - an instance taking over moves the router's consumer back to its ack
 //     floor and copies again from there, in order; what the old one had
 //     copied is dropped as a duplicate;
-//   - an old router still running after its lease ran out is refused by the
-//     expected ID as soon as the new one has copied a message.
+//   - an old router still running after its lease ran out is refused as
+//     soon as the new one has copied a message.
+//
+// The chain is by sequence, not by the last message ID: a clustered
+// stream checks an expected last ID on every replica when it applies the
+// message, and a replica restarted after the keyed stream's last message
+// was consumed no longer knows that ID (nats-server v2.15.2 rebuilds it
+// from the last message stored), so it fails the write. Sequences survive.
 //
 // A message without its key is dead-lettered at once with the reason,
 // never retried, never given a key of its own.
@@ -59,10 +66,17 @@ type router struct {
 	key        msgkey.Source
 	partitions int
 	prefix     string
+	keyed      string // the keyed stream's name
 	lease      *lease
-	// lastID is the ID of the last copy this router published; empty
-	// after a takeover, when it is not known.
-	lastID string
+	// last is the keyed stream's last sequence as this router knows it:
+	// the next copy must find it there.
+	last uint64
+	// careful is set from a takeover until a copy is stored rather than
+	// dropped as a duplicate: a duplicate leaves the stream's last
+	// sequence where it was, so the copies after it cannot be sent on the
+	// assumption that each lands right after the one before. Copies go one
+	// at a time meanwhile, each after the last one's acknowledgement.
+	careful bool
 }
 
 // newRouter binds the router's consumer on the input stream, creating it
@@ -85,15 +99,20 @@ func (r *Runtime) newRouter(ctx context.Context, b *binding, input jetstream.Str
 	}
 	rb := b.sibling(spec, b.log.With("router", spec.Durable))
 	streamSpec, _ := m.Stream(f.Stream)
-	rb.consumer = newConsumerHandle(r.js, spec, streamSpec, m.Digest, false, rb.log, c, input.CachedInfo().Created, nil)
+	// The handle recreates the input stream and the router's consumer if
+	// an operator deletes them, as every function's does: no partition
+	// reads the input, so nothing else would.
+	rb.consumer = newConsumerHandle(r.js, spec, streamSpec, m.Digest, !r.opts.noProvision, rb.log, c, input.CachedInfo().Created, nil)
 	return &router{b: rb, js: r.js, key: msgkey.Source{Header: f.Key.Header, Field: f.Key.Field}, partitions: f.Partitions,
-		prefix: f.RoutedPrefix(), lease: r.leaseOf(f.RouterLease(), m, rb.log)}, nil
+		prefix: f.RoutedPrefix(), keyed: f.KeyedStreamName(), lease: r.leaseOf(f.RouterLease(), m, rb.log)}, nil
 }
 
 // run routes while this instance holds the router's lease, until ctx is
-// done.
+// done. The router's consumer is watched meanwhile, and looked at again
+// after every failure.
 func (rt *router) run(ctx context.Context) {
 	defer rt.lease.use()()
+	go rt.b.consumer.watch(ctx)
 	routing := false
 	for ctx.Err() == nil {
 		if !rt.lease.holds() {
@@ -105,71 +124,94 @@ func (rt *router) run(ctx context.Context) {
 		}
 		if !routing {
 			if err := rt.resume(ctx); err != nil {
-				rt.b.log.Warn("taking over the routing", "err", err)
-				pause(ctx, time.Second)
+				rt.failed(ctx, "taking over the routing", err, time.Second)
 				continue
 			}
 			routing = true
 		}
 		if err := rt.round(ctx); err != nil {
-			rt.b.log.Warn("routing messages to their partitions; copying again from the first not acknowledged", "err", err)
+			rt.failed(ctx, "routing messages to their partitions; copying again from the first not acknowledged", err, 100*time.Millisecond)
 			routing = false
-			pause(ctx, 100*time.Millisecond)
 		}
 	}
 }
 
+// failed logs a failure, unless the router is stopping, asks the
+// consumer's watch to look (it may be gone) and pauses before the next try.
+func (rt *router) failed(ctx context.Context, what string, err error, wait time.Duration) {
+	if ctx.Err() != nil {
+		return
+	}
+	rt.b.log.Warn(what, "err", err)
+	rt.b.consumer.check()
+	pause(ctx, wait)
+}
+
 // resume moves the router's consumer back to just after its ack floor, so
 // what a previous router pulled and did not acknowledge comes again, in
-// order, before anything after it.
+// order, before anything after it; and learns the keyed stream's last
+// sequence, which the first copy must find.
 func (rt *router) resume(ctx context.Context) error {
 	c := rt.b.consumer.get().CachedInfo()
 	if _, err := rt.js.ResetConsumerToSequence(ctx, c.Stream, c.Name, 0); err != nil {
 		return fmt.Errorf("resetting router consumer %s to its ack floor: %w", c.Name, err)
 	}
-	rt.lastID = ""
+	ks, err := rt.js.Stream(ctx, rt.keyed)
+	if err != nil {
+		return fmt.Errorf("looking up keyed stream %s: %w", rt.keyed, err)
+	}
+	rt.last, rt.careful = ks.CachedInfo().State.LastSeq, true
 	return nil
+}
+
+// copied is one input message on its way to its partition.
+type copied struct {
+	in     *nats.Msg
+	seq    uint64 // its input stream sequence
+	future jetstream.PubAckFuture
 }
 
 // round copies one batch: every message with a key to its partition, in
 // order, and dead-letters those without. The input messages are
 // acknowledged only up to the first copy the keyed stream did not store.
 func (rt *router) round(ctx context.Context) error {
-	batch, err := rt.b.consumer.get().Fetch(routeBatch, jetstream.FetchMaxWait(time.Second))
-	if err != nil {
-		return err
-	}
-	var msgs []jetstream.Msg
-	for m := range batch.Messages() {
-		msgs = append(msgs, m)
-	}
-	if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && len(msgs) == 0 {
-		return err
-	}
+	msgs, err := rt.fetch(ctx)
 	if len(msgs) == 0 || !rt.lease.holds() {
-		return nil // the lease ran out while fetching: whoever routes next takes them again
+		return err // the lease ran out while fetching: whoever routes next takes them again
 	}
-	futures := make([]jetstream.PubAckFuture, len(msgs))
-	for i, m := range msgs {
-		if futures[i], err = rt.copy(ctx, m); err != nil {
-			return rt.settle(msgs[:i], futures[:i], err)
+	var sent []copied
+	for _, m := range msgs {
+		c, err := rt.copy(m, rt.last+uint64(len(sent)))
+		if err != nil {
+			return errors.Join(err, rt.settle(sent))
+		}
+		if c.future == nil {
+			continue // dead-lettered
+		}
+		if !rt.careful {
+			sent = append(sent, c)
+			continue
+		}
+		if err := rt.settle([]copied{c}); err != nil {
+			return err
 		}
 	}
-	return rt.settle(msgs, futures, nil)
+	return rt.settle(sent)
 }
 
-// copy publishes m to its partition, or dead-letters it when it has no
-// key (a nil future).
-func (rt *router) copy(ctx context.Context, m jetstream.Msg) (jetstream.PubAckFuture, error) {
-	raw := natsMsgOf(m)
-	msg, err := rt.b.toMsg(raw)
+// copy publishes m to its partition, expecting the keyed stream's last
+// sequence to be last; or dead-letters it when it has no key (a copied
+// without a future).
+func (rt *router) copy(m *nats.Msg, last uint64) (copied, error) {
+	msg, err := rt.b.toMsg(m)
 	if err != nil {
-		return nil, err
+		return copied{}, err
 	}
+	c := copied{in: m, seq: msg.StreamSequence}
 	key, kerr := rt.key.Of(msg.Subject, msg.Header, msg.Data)
 	if kerr != nil {
-		rt.b.deadLetter(raw, msg, jetfn.Malformed(kerr), attempt{n: 1})
-		return nil, nil
+		rt.b.deadLetter(m, msg, jetfn.Malformed(kerr), attempt{n: 1})
+		return c, nil
 	}
 	id := msg.StreamIdentity + ":" + strconv.FormatUint(msg.StreamSequence, 10)
 	out := nats.NewMsg(rt.prefix + strconv.Itoa(partition.Of([]byte(key), rt.partitions)) + "." + msg.Subject)
@@ -183,50 +225,92 @@ func (rt *router) copy(ctx context.Context, m jetstream.Msg) (jetstream.PubAckFu
 	out.Header.Set(jetstream.MsgIDHeader, id)
 	out.Header.Set(routedKeyHeader, key)
 	out.Header.Set(routedHeader, fmt.Sprintf("%s %d %s %s", msg.Stream, msg.StreamSequence, msg.Subject, msg.StreamIdentity))
-	if rt.lastID != "" {
-		out.Header.Set(jetstream.ExpectedLastMsgIDHeader, rt.lastID)
+	out.Header.Set(jetstream.ExpectedLastSeqHeader, strconv.FormatUint(last, 10))
+	c.future, err = rt.js.PublishMsgAsync(out)
+	return c, err
+}
+
+// settle waits for the copies' acknowledgements in order, acknowledging
+// each one's input message and moving last on, until the first copy that
+// failed. A duplicate makes the router careful: the copies sent after it
+// expected a sequence it did not take, and are refused.
+func (rt *router) settle(sent []copied) error {
+	deadline := time.NewTimer(settleTimeout) // one for the batch, not one a message
+	defer deadline.Stop()
+	for _, c := range sent {
+		var ack *jetstream.PubAck
+		select {
+		case ack = <-c.future.Ok():
+		case err := <-c.future.Err():
+			return fmt.Errorf("copying stream sequence %d: %w", c.seq, err)
+		case <-deadline.C:
+			return fmt.Errorf("copying stream sequence %d: no acknowledgement in %s", c.seq, settleTimeout)
+		}
+		if ack.Duplicate {
+			rt.careful = true
+		} else {
+			rt.last, rt.careful = ack.Sequence, false
+		}
+		if err := reply(rt.js.Conn(), c.in, ackBody); err != nil {
+			return err
+		}
 	}
-	f, err := rt.js.PublishMsgAsync(out)
+	return nil
+}
+
+// fetch pulls up to routeBatch messages: those waiting now, or when none
+// waits, the first to arrive within a second. It reads the server's
+// replies itself rather than through nats.go's Fetch, which takes a
+// message with an empty body and a Status header for a status reply, so
+// the router would neither copy nor acknowledge it; a message is what
+// came with an ack subject.
+func (rt *router) fetch(ctx context.Context) ([]*nats.Msg, error) {
+	msgs, err := rt.pull(ctx, routeBatch, 0)
+	if len(msgs) > 0 || err != nil {
+		return msgs, err
+	}
+	return rt.pull(ctx, 1, time.Second)
+}
+
+// pull sends one pull request for n messages, waiting up to wait for them
+// (none: only those stored now), and reads its replies until it ends.
+func (rt *router) pull(ctx context.Context, n int, wait time.Duration) ([]*nats.Msg, error) {
+	nc := rt.js.Conn()
+	sub, err := nc.SubscribeSync(nc.NewInbox())
 	if err != nil {
 		return nil, err
 	}
-	rt.lastID = id
-	return f, nil
-}
-
-// settle waits for the copies' acknowledgements and acknowledges the input
-// messages in order, up to the first copy that failed.
-func (rt *router) settle(msgs []jetstream.Msg, futures []jetstream.PubAckFuture, failed error) error {
-	deadline := time.NewTimer(settleTimeout) // one for the batch, not one a message
-	defer deadline.Stop()
-	for i, f := range futures {
-		if f != nil {
-			select {
-			case <-f.Ok():
-			case err := <-f.Err():
-				return errors.Join(fmt.Errorf("copying stream sequence %s: %w", seqOf(msgs[i]), err), failed)
-			case <-deadline.C:
-				return errors.Join(fmt.Errorf("copying stream sequence %s: no acknowledgement in %s", seqOf(msgs[i]), settleTimeout), failed)
-			}
-			if err := msgs[i].Ack(); err != nil {
-				return err
-			}
+	defer func() { _ = sub.Unsubscribe() }()
+	req := fmt.Sprintf(`{"batch":%d,"no_wait":true}`, n)
+	if wait > 0 {
+		req = fmt.Sprintf(`{"batch":%d,"expires":%d}`, n, wait)
+	}
+	c := rt.b.consumer.get().CachedInfo()
+	subject := jetstream.DefaultAPIPrefix + "CONSUMER.MSG.NEXT." + c.Stream + "." + c.Name
+	if err := nc.PublishRequest(subject, sub.Subject, []byte(req)); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait+pullWait)
+	defer cancel()
+	var msgs []*nats.Msg
+	for len(msgs) < n {
+		m, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			return msgs, fmt.Errorf("pulling from router consumer %s: %w", c.Name, err)
+		}
+		if strings.HasPrefix(m.Reply, "$JS.ACK.") {
+			msgs = append(msgs, m)
+			continue
+		}
+		switch code := m.Header.Get("Status"); code {
+		case "404", "408": // nothing (more) to deliver
+			return msgs, nil
+		case "100":
+		default:
+			return msgs, fmt.Errorf("pulling from router consumer %s: %s %s", c.Name, code, m.Header.Get("Description"))
 		}
 	}
-	return failed
-}
-
-func seqOf(m jetstream.Msg) string {
-	if meta, err := m.Metadata(); err == nil {
-		return strconv.FormatUint(meta.Sequence.Stream, 10)
-	}
-	return "?"
-}
-
-// natsMsgOf is the core message behind a fetched one, which toMsg and the
-// dead letter read.
-func natsMsgOf(m jetstream.Msg) *nats.Msg {
-	return &nats.Msg{Subject: m.Subject(), Reply: m.Reply(), Header: m.Headers(), Data: m.Data()}
+	return msgs, nil
 }
 
 // parseRouted reads a routed copy's origin (routedHeader).

@@ -1,0 +1,134 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetfn/jetfn"
+	"github.com/jetfn/jetfn/manifest"
+	"github.com/jetfn/jetfn/runtime/runtimetest"
+)
+
+// routedManifest has fn reading test.* in order of the payload's "id"
+// field, which only the router can read.
+func routedManifest(t *testing.T, fnSpec string) *manifest.Manifest {
+	t.Helper()
+	m := keyedManifest(t, "    ordered: true\n"+fnSpec)
+	m.Functions[0].Key = &manifest.KeySpec{Field: "id"}
+	return m
+}
+
+// publishKeyed publishes {"id": key} to subject with the ID msgID and
+// notes its sequence under its key.
+func publishKeyed(t *testing.T, env *testEnv, published map[string][]uint64, subject, key, msgID string) {
+	t.Helper()
+	ack, err := env.js.Publish(context.Background(), subject, []byte(`{"id":"`+key+`"}`), jetstream.WithMsgID(msgID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	published[key] = append(published[key], ack.Sequence)
+}
+
+// TestRouterCopiesAMessageWithAStatusHeader: a message whose body is
+// empty and whose headers happen to include Status looks, to nats.go's
+// Fetch, like the server's own status reply. Before the fix the router
+// took it for one, never copied nor acknowledged it, and its consumer's
+// ack floor stayed behind it for good.
+func TestRouterCopiesAMessageWithAStatusHeader(t *testing.T) {
+	env := newEnv(t)
+	m := keyedManifest(t, "    ordered: true\n    ackWait: 2s\n")
+	m.Functions[0].Key = &manifest.KeySpec{Header: "Tenant"}
+	rec := &recorder{}
+	r := env.start(m, rec)
+	msg := nats.NewMsg("test.any")
+	msg.Header.Set("Tenant", "a")
+	msg.Header.Set("Status", "100")
+	if _, err := env.js.PublishMsg(context.Background(), msg); err != nil {
+		t.Fatal(err)
+	}
+	runtimetest.Eventually(t, 20*time.Second, "the message with a Status header handled", func() bool { return rec.count() == 1 })
+	runtimetest.Eventually(t, 10*time.Second, "the router's consumer settled", func() bool {
+		return r.rt.Stats()[0].RouterPending == 0
+	})
+}
+
+// TestKeyedInputStreamRecreated: an operator deletes a keyed function's
+// input stream. jetfn recreates what the manifest declares for every
+// other function; before the fix nobody did it for a keyed one (its
+// consumers read the keyed stream), so publishers were refused until an
+// administrator stepped in, and a routed function's router retried its
+// reset forever.
+func TestKeyedInputStreamRecreated(t *testing.T) {
+	for name, key := range map[string]*manifest.KeySpec{"token": {Token: 2}, "field": {Field: "id"}} {
+		t.Run(name, func(t *testing.T) {
+			env := newEnv(t)
+			m := keyedManifest(t, "    ordered: true\n    ackWait: 2s\n")
+			m.Functions[0].Key = key
+			h := newKeyOrder(func(jetfn.Msg) bool { return false })
+			h.keyOf = fieldKey
+			env.start(m, h)
+			ctx := context.Background()
+			env.publish("test.k", `{"id":"k"}`)
+			runtimetest.Eventually(t, 20*time.Second, "the first message handled", func() bool { return h.succeeded() == 1 })
+			if err := env.js.DeleteStream(ctx, "TEST"); err != nil {
+				t.Fatal(err)
+			}
+			runtimetest.Eventually(t, consumerCheckEvery+15*time.Second, "the input stream recreated and a message stored", func() bool {
+				_, err := env.js.Publish(ctx, "test.k", []byte(`{"id":"k"}`))
+				return err == nil
+			})
+			runtimetest.Eventually(t, 20*time.Second, "the message on the recreated stream handled", func() bool { return h.succeeded() == 2 })
+		})
+	}
+}
+
+// TestRewoundRouterCopiesOnlyWhatIsNew: an operator deletes an input
+// message the router had copied and moves the router's consumer back over
+// the messages before it. It copies them again, the keyed stream drops
+// them as duplicates, and what follows is routed once, in order, without
+// a refusal. Before the fix the router chained its copies by the last
+// message ID: its last copy again was a duplicate whose ID was not the
+// keyed stream's last (the deleted message's copy was), so the next copy
+// was refused and the router reset (the log said "wrong last msg ID").
+func TestRewoundRouterCopiesOnlyWhatIsNew(t *testing.T) {
+	env := newEnv(t)
+	m := routedManifest(t, "    ackWait: 2s\n")
+	h := newKeyOrder(func(jetfn.Msg) bool { return false })
+	h.keyOf = fieldKey
+	published := map[string][]uint64{}
+	r := env.start(m, h)
+	for i := range 4 {
+		publishKeyed(t, env, published, "test.any", fmt.Sprintf("k%d", i%2), fmt.Sprintf("pub-%d", i))
+	}
+	runtimetest.Eventually(t, 20*time.Second, "the first messages handled", func() bool { return h.succeeded() == 4 })
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	in, err := env.js.Stream(ctx, "TEST")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := in.DeleteMsg(ctx, published["k1"][1]); err != nil { // the last one copied
+		t.Fatal(err)
+	}
+	if _, err := env.js.ResetConsumerToSequence(ctx, "TEST", m.Functions[0].RouterDurable(), 1); err != nil {
+		t.Fatal(err)
+	}
+	r = env.start(m, h)
+	for i := 4; i < 8; i++ {
+		publishKeyed(t, env, published, "test.any", fmt.Sprintf("k%d", i%2), fmt.Sprintf("pub-%d", i))
+	}
+	runtimetest.Eventually(t, 20*time.Second, "the messages after the rewind handled", func() bool { return h.succeeded() >= 8 })
+	runtimetest.Eventually(t, 10*time.Second, "the router caught up", func() bool { return r.rt.Stats()[0].RouterPending == 0 })
+	h.check(t, env, published, func(string) string { return "test.any" })
+	if logs := env.logs.String(); strings.Contains(logs, "copying again") {
+		t.Fatalf("the router had a copy refused:\n%s", logs)
+	}
+}
