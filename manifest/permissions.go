@@ -139,6 +139,11 @@ func (m *Manifest) Permissions(o PermissionOptions) Permissions {
 		}
 		if f.IsKeyed() && f.IsRouted() {
 			pub.add(sharedKeySubjects(LeasesBucket, FunctionSpec{Name: f.RouterLease()}, o.Provision)...)
+			// The router's consumer records its position, to resume there
+			// if it is recreated.
+			router := f
+			router.Durable = f.RouterDurable()
+			pub.add(positionSubjects(router, o.Provision)...)
 		}
 		if f.IsKeyed() {
 			pub.add(keyedSubjects(f, o.Provision)...)

@@ -68,6 +68,9 @@ type router struct {
 	prefix     string
 	keyed      string // the keyed stream's name
 	lease      *lease
+	// bf is the router consumer's backfill while one runs (backfill.go):
+	// what a widened subject filter passed over, routed beside the rest.
+	bf *binding
 	// last is the keyed stream's last sequence as this router knows it:
 	// the next copy must find it there.
 	last uint64
@@ -102,8 +105,16 @@ func (r *Runtime) newRouter(ctx context.Context, b *binding, input jetstream.Str
 	// The handle recreates the input stream and the router's consumer if
 	// an operator deletes them, as every function's does: no partition
 	// reads the input, so nothing else would.
-	rb.consumer = newConsumerHandle(r.js, spec, streamSpec, m.Digest, !r.opts.noProvision, rb.log, c, input.CachedInfo().Created, nil)
-	return &router{b: rb, js: r.js, key: msgkey.Source{Header: f.Key.Header, Field: f.Key.Field}, partitions: f.Partitions,
+	// It records the consumer's ack floor, so a consumer recreated after
+	// an operator deleted it resumes there instead of copying the whole
+	// input again.
+	rb.consumer = newConsumerHandle(r.js, spec, streamSpec, m.Digest, !r.opts.noProvision, rb.log, c, input.CachedInfo().Created, r.positions)
+	rb.consumer.scope = rb.scope
+	bf, err := r.bindBackfill(ctx, rb, input, m)
+	if err != nil {
+		return nil, err
+	}
+	return &router{b: rb, bf: bf, js: r.js, key: msgkey.Source{Header: f.Key.Header, Field: f.Key.Field}, partitions: f.Partitions,
 		prefix: f.RoutedPrefix(), keyed: f.KeyedStreamName(), lease: r.leaseOf(f.RouterLease(), m, rb.log)}, nil
 }
 
@@ -171,46 +182,72 @@ type copied struct {
 	future jetstream.PubAckFuture
 }
 
-// round copies one batch: every message with a key to its partition, in
-// order, and dead-letters those without. The input messages are
-// acknowledged only up to the first copy the keyed stream did not store.
+// round copies what the router's consumer has, then what its backfill
+// has, if one runs; when the backfill has nothing left, it ends.
 func (rt *router) round(ctx context.Context) error {
-	msgs, err := rt.fetch(ctx)
+	n, err := rt.routeFrom(ctx, rt.b, rt.bf == nil)
+	if err != nil || rt.bf == nil {
+		return err
+	}
+	m, err := rt.routeFrom(ctx, rt.bf, false)
+	if err != nil || n+m > 0 {
+		return err
+	}
+	if rt.bf.backfillDone(ctx) {
+		rt.bf = nil
+		return nil
+	}
+	pause(ctx, backfillCheckEvery/10) // what it holds is not acknowledged yet
+	return nil
+}
+
+// routeFrom copies one batch of from's consumer: every message with a key
+// to its partition, in order, and dead-letters those without. The input
+// messages are acknowledged only up to the first copy the keyed stream
+// did not store. It says how many messages it fetched; with wait set, it
+// waits up to a second for one when none is there.
+func (rt *router) routeFrom(ctx context.Context, from *binding, wait bool) (int, error) {
+	msgs, err := rt.fetch(ctx, from, wait)
 	if len(msgs) == 0 || !rt.lease.holds() {
-		return err // the lease ran out while fetching: whoever routes next takes them again
+		return len(msgs), err // the lease ran out while fetching: whoever routes next takes them again
 	}
 	var sent []copied
 	for _, m := range msgs {
-		c, err := rt.copy(m, rt.last+uint64(len(sent)))
+		c, err := rt.copy(from, m, rt.last+uint64(len(sent)))
 		if err != nil {
-			return errors.Join(err, rt.settle(sent))
+			return len(msgs), errors.Join(err, rt.settle(sent))
 		}
 		if c.future == nil {
-			continue // dead-lettered
+			continue // dead-lettered, or not the backfill's to copy
 		}
 		if !rt.careful {
 			sent = append(sent, c)
 			continue
 		}
 		if err := rt.settle([]copied{c}); err != nil {
-			return err
+			return len(msgs), err
 		}
 	}
-	return rt.settle(sent)
+	return len(msgs), rt.settle(sent)
 }
 
-// copy publishes m to its partition, expecting the keyed stream's last
-// sequence to be last; or dead-letters it when it has no key (a copied
-// without a future).
-func (rt *router) copy(m *nats.Msg, last uint64) (copied, error) {
-	msg, err := rt.b.toMsg(m)
+// copy publishes m, which from's consumer delivered, to its partition,
+// expecting the keyed stream's last sequence to be last. A message without
+// its key is dead-lettered, and one a backfill does not hand over (the
+// router's consumer copies it, or did) acknowledged: a copied without a
+// future.
+func (rt *router) copy(from *binding, m *nats.Msg, last uint64) (copied, error) {
+	msg, err := from.toMsg(m)
 	if err != nil {
 		return copied{}, err
 	}
 	c := copied{in: m, seq: msg.StreamSequence}
+	if from.backfill != nil && !from.backfill.hands(msg.Subject, msg.StreamSequence) {
+		return c, reply(rt.js.Conn(), m, ackBody)
+	}
 	key, kerr := rt.key.Of(msg.Subject, msg.Header, msg.Data)
 	if kerr != nil {
-		rt.b.deadLetter(m, msg, jetfn.Malformed(kerr), attempt{n: 1})
+		from.deadLetter(m, msg, jetfn.Malformed(kerr), attempt{n: 1})
 		return c, nil
 	}
 	id := msg.StreamIdentity + ":" + strconv.FormatUint(msg.StreamSequence, 10)
@@ -258,23 +295,24 @@ func (rt *router) settle(sent []copied) error {
 	return nil
 }
 
-// fetch pulls up to routeBatch messages: those waiting now, or when none
-// waits, the first to arrive within a second. It reads the server's
+// fetch pulls up to routeBatch messages of from's consumer: those waiting
+// now, or with wait set and none waiting, the first to arrive within a
+// second. It reads the server's
 // replies itself rather than through nats.go's Fetch, which takes a
 // message with an empty body and a Status header for a status reply, so
 // the router would neither copy nor acknowledge it; a message is what
 // came with an ack subject.
-func (rt *router) fetch(ctx context.Context) ([]*nats.Msg, error) {
-	msgs, err := rt.pull(ctx, routeBatch, 0)
-	if len(msgs) > 0 || err != nil {
+func (rt *router) fetch(ctx context.Context, from *binding, wait bool) ([]*nats.Msg, error) {
+	msgs, err := rt.pull(ctx, from, routeBatch, 0)
+	if len(msgs) > 0 || err != nil || !wait {
 		return msgs, err
 	}
-	return rt.pull(ctx, 1, time.Second)
+	return rt.pull(ctx, from, 1, time.Second)
 }
 
 // pull sends one pull request for n messages, waiting up to wait for them
 // (none: only those stored now), and reads its replies until it ends.
-func (rt *router) pull(ctx context.Context, n int, wait time.Duration) ([]*nats.Msg, error) {
+func (rt *router) pull(ctx context.Context, from *binding, n int, wait time.Duration) ([]*nats.Msg, error) {
 	nc := rt.js.Conn()
 	sub, err := nc.SubscribeSync(nc.NewInbox())
 	if err != nil {
@@ -285,7 +323,7 @@ func (rt *router) pull(ctx context.Context, n int, wait time.Duration) ([]*nats.
 	if wait > 0 {
 		req = fmt.Sprintf(`{"batch":%d,"expires":%d}`, n, wait)
 	}
-	c := rt.b.consumer.get().CachedInfo()
+	c := from.consumer.get().CachedInfo()
 	subject := jetstream.DefaultAPIPrefix + "CONSUMER.MSG.NEXT." + c.Stream + "." + c.Name
 	if err := nc.PublishRequest(subject, sub.Subject, []byte(req)); err != nil {
 		return nil, err

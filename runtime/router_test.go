@@ -132,3 +132,45 @@ func TestRewoundRouterCopiesOnlyWhatIsNew(t *testing.T) {
 		t.Fatalf("the router had a copy refused:\n%s", logs)
 	}
 }
+
+// TestRoutedFilterNarrowedThenRolledBack is TestFilterNarrowedThenRolledBack
+// for a function keyed by a payload field: a deploy drops test.b, its
+// rollback adds it back, and what test.b got meanwhile is routed and
+// handled after the rollback, once. Before the fix the router's consumer
+// moved past it while its filter lacked test.b, and nothing brought it
+// back: b-2 was never handled.
+func TestRoutedFilterNarrowedThenRolledBack(t *testing.T) {
+	env := newEnv(t)
+	rec := &recorder{}
+	keyed := func(subjects ...string) *manifest.Manifest {
+		m := filterManifest(t, "    key: {field: id}\n    ordered: true\n", subjects...)
+		if err := m.Validate([]string{"fn"}); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	both := keyed("test.in", "test.b")
+	rt, err := New(env.nc, both, recorderFunctions(rec), WithLogger(env.logger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.run(rt)
+	body := func(id string) string { return `{"id":"` + id + `"}` }
+	env.publish("test.in", body("in-1"))
+	env.publish("test.b", body("b-1"))
+	env.handledExactly(rec, body("in-1"), body("b-1"))
+
+	ctx := context.Background()
+	if err := rt.Apply(ctx, keyed("test.in")); err != nil {
+		t.Fatal(err)
+	}
+	env.publish("test.b", body("b-2")) // stored while the function does not read test.b
+	env.publish("test.in", body("in-2"))
+	env.handledExactly(rec, body("in-1"), body("b-1"), body("in-2"))
+
+	if err := rt.Apply(ctx, both); err != nil {
+		t.Fatal(err)
+	}
+	env.publish("test.b", body("b-3"))
+	env.handledExactly(rec, body("in-1"), body("b-1"), body("in-2"), body("b-2"), body("b-3"))
+}
