@@ -535,11 +535,12 @@ func (b *binding) toMsg(m *nats.Msg) (jetfn.Msg, error) {
 	if b.fromSource {
 		// A keyed stream's copy is the input stream's message: its IDs,
 		// dead letter and attempts are the original's.
-		src, err := originOf(m.Header)
+		src, header, err := originOf(m.Header)
 		if err != nil {
 			return jetfn.Msg{}, err
 		}
 		msg.Subject, msg.Stream, msg.StreamSequence, msg.StreamIdentity = src.subject, src.stream, src.seq, src.identity
+		msg.Header = jetfn.Header(header)
 	}
 	return msg, nil
 }
@@ -619,12 +620,18 @@ func (b *binding) unfinished(d *delivery) deliveryState {
 // refuseUnsafe refuses what must never reach a handler: a payload larger than
 // the function's maxPayload (refused before anything decodes it) and
 // headers with control characters, which a log line or a downstream
-// protocol could misread. Both make the message malformed.
+// protocol could misread. Both make the message malformed. The server's
+// Nats-Stream-Source is exempt: only the server sets it (it refuses a
+// publish that carries one), and it separates a source's subject filters
+// with form feeds.
 func refuseUnsafe(msg jetfn.Msg, maxPayload int) error {
 	if len(msg.Data) > maxPayload {
 		return jetfn.Malformed(fmt.Errorf("payload of %d bytes exceeds maxPayload %d", len(msg.Data), maxPayload))
 	}
 	for key, values := range msg.Header {
+		if key == streamSourceHeader {
+			continue
+		}
 		if hasControl(key) {
 			return jetfn.Malformed(fmt.Errorf("header name %q holds a control character", key))
 		}

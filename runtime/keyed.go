@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -310,24 +311,31 @@ func parseOrigin(h string, subjectAt int) (sourced, error) {
 	return s, nil
 }
 
-// originOf reads where a keyed stream's message was copied from: the
-// server's Nats-Stream-Source, or the router's header. A routed copy gets
-// back the publisher's Nats-Msg-Id, which the router's own ID replaced.
-func originOf(h nats.Header) (sourced, error) {
-	if v := h.Get(streamSourceHeader); v != "" {
-		return parseSourced(v)
+// originOf reads where a keyed stream's message was copied from (the
+// router's header, or the server's Nats-Stream-Source), and the headers
+// the handler sees: for a routed copy, the input message's again, with
+// the publisher's Nats-Msg-Id (which the router's own ID replaced) and the
+// input's own Nats-Stream-Source back. h is left as it is: the delivery is
+// read more than once.
+func originOf(h nats.Header) (sourced, nats.Header, error) {
+	v := h.Get(routedHeader)
+	if v == "" {
+		src, err := parseSourced(h.Get(streamSourceHeader))
+		return src, h, err
 	}
-	src, err := parseRouted(h.Get(routedHeader))
+	src, err := parseRouted(v)
 	if err != nil {
-		return sourced{}, err
+		return sourced{}, nil, err
 	}
-	if orig := h.Get(originalMsgIDHeader); orig != "" {
-		h.Set(jetstream.MsgIDHeader, orig)
-		h.Del(originalMsgIDHeader)
-	} else {
-		h.Del(jetstream.MsgIDHeader)
+	view := maps.Clone(h)
+	delete(view, jetstream.MsgIDHeader)
+	for saved, header := range map[string]string{originalMsgIDHeader: jetstream.MsgIDHeader, originalSourceHeader: streamSourceHeader} {
+		if orig := h.Get(saved); orig != "" {
+			view.Set(header, orig)
+			delete(view, saved)
+		}
 	}
-	return src, nil
+	return src, view, nil
 }
 
 // streamSourceHeader is the header nats-server puts on a sourced copy.

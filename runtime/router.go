@@ -52,6 +52,10 @@ const routedHeader = "Jetfn-Routed-From"
 // whose own ID is the router's.
 const originalMsgIDHeader = "Jetfn-Original-Msg-Id"
 
+// originalSourceHeader keeps, on a routed copy, the input message's own
+// Nats-Stream-Source, which the keyed stream would refuse.
+const originalSourceHeader = "Jetfn-Original-Stream-Source"
+
 // routedKeyHeader carries a routed copy's key, so status names it without
 // reading the payload again.
 const routedKeyHeader = "Jetfn-Key"
@@ -258,6 +262,12 @@ func (rt *router) copy(from *binding, m *nats.Msg, last uint64) (copied, error) 
 	}
 	if orig := out.Header.Get(jetstream.MsgIDHeader); orig != "" {
 		out.Header.Set(originalMsgIDHeader, orig)
+	}
+	if src := out.Header.Get(streamSourceHeader); src != "" {
+		// The input sources another stream; the keyed stream refuses a
+		// publish that carries the server's source header.
+		out.Header.Del(streamSourceHeader)
+		out.Header.Set(originalSourceHeader, src)
 	}
 	out.Header.Set(jetstream.MsgIDHeader, id)
 	out.Header.Set(routedKeyHeader, key)

@@ -174,3 +174,51 @@ func TestRoutedFilterNarrowedThenRolledBack(t *testing.T) {
 	env.publish("test.b", body("b-3"))
 	env.handledExactly(rec, body("in-1"), body("b-1"), body("in-2"), body("b-2"), body("b-3"))
 }
+
+// TestTokenKeyedFunctionWithTwoSubjects: a function keyed by a subject
+// token that reads two subjects. Its keyed stream's source then has two
+// subject transforms, and the server separates them in each copy's
+// Nats-Stream-Source with a form feed. Before the fix jetfn refused that
+// header as unsafe and dead-lettered every message.
+func TestTokenKeyedFunctionWithTwoSubjects(t *testing.T) {
+	env := newEnv(t)
+	rec := &recorder{}
+	m := filterManifest(t, "    key: {token: 2}\n    ordered: true\n", "test.*.in", "test.*.b")
+	env.start(m, rec)
+	env.publish("test.k.in", "in-1")
+	env.publish("test.k.b", "b-1")
+	env.handledExactly(rec, "in-1", "b-1")
+}
+
+// TestInputThatSourcesAnotherStream: a function's input stream sources
+// another with two subject transforms, so every message arrives with a
+// Nats-Stream-Source holding form feeds. An unkeyed function handles it
+// (before the fix it was dead-lettered as unsafe), and so does a function
+// keyed by a field: its router moves the header aside on the copy, as the
+// keyed stream refuses a published one, and the handler gets it back.
+func TestInputThatSourcesAnotherStream(t *testing.T) {
+	for name, key := range map[string]string{"unkeyed": "", "routed": "    key: {field: id}\n    ordered: true\n"} {
+		t.Run(name, func(t *testing.T) {
+			env := newEnv(t)
+			ctx := context.Background()
+			if _, err := env.js.CreateStream(ctx, jetstream.StreamConfig{Name: "UPSTREAM", Subjects: []string{"up.>"}}); err != nil {
+				t.Fatal(err)
+			}
+			_, err := env.js.CreateStream(ctx, jetstream.StreamConfig{Name: "TEST", Subjects: []string{"test.>"},
+				Sources: []*jetstream.StreamSource{{Name: "UPSTREAM", SubjectTransforms: []jetstream.SubjectTransformConfig{
+					{Source: "up.a", Destination: "test.in"}, {Source: "up.b", Destination: "test.other"}}}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := &recorder{}
+			env.start(testManifest(t, key), rec)
+			if _, err := env.js.Publish(ctx, "up.a", []byte(`{"id":"k"}`)); err != nil {
+				t.Fatal(err)
+			}
+			env.handledExactly(rec, `{"id":"k"}`)
+			if src := rec.all()[0].msg.Header.Get("Nats-Stream-Source"); !strings.HasPrefix(src, "UPSTREAM ") {
+				t.Fatalf("handler saw Nats-Stream-Source %q, want the input's, from UPSTREAM", src)
+			}
+		})
+	}
+}
