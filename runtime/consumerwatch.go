@@ -219,7 +219,7 @@ func (h *consumerHandle) restore(ctx context.Context) error {
 // after the highest ack floor known for this incarnation of the stream:
 // the one this process saw last, or the recorded one (decideStart).
 func (h *consumerHandle) recreate(ctx context.Context) error {
-	if err := ensureStream(ctx, h.js, h.stream); err != nil {
+	if err := recreateStream(ctx, h.js, h.stream); err != nil {
 		return fmt.Errorf("recreating stream: %w", err)
 	}
 	s, err := h.js.Stream(ctx, h.spec.Stream)
@@ -255,6 +255,28 @@ func (h *consumerHandle) recreate(ctx context.Context) error {
 		"start", start.why, "stored_messages_to_handle", c.CachedInfo().NumPending, "stream_recreated", !sameStream)
 	h.swap(c, created)
 	return nil
+}
+
+// streamDeleteSettle is how long jetfn waits, on finding its stream
+// deleted, before it creates it again. nats-server v2.15.2 takes a deleted
+// stream out of the account, tells its consumers (the 409 that sends a
+// binding here), and only then removes its files, by path: a stream made
+// again at once, by an instance or by three, can lose its new files to
+// that removal. The server then reports the stream and refuses nothing,
+// but drops every message published to it without a reply (opscheck seed
+// 104; likely the 45 s timeout TestRecreatedStreamKeepsIdentitiesApart once
+// hit in CI).
+const streamDeleteSettle = time.Second
+
+// recreateStream makes spec's stream if it is gone, after
+// streamDeleteSettle, and looks again before it does: another instance may
+// have made it meanwhile.
+func recreateStream(ctx context.Context, js jetstream.JetStream, spec manifest.StreamSpec) error {
+	if _, err := js.Stream(ctx, spec.Name); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return ensureStream(ctx, js, spec)
+	}
+	pause(ctx, streamDeleteSettle)
+	return ensureStream(ctx, js, spec)
 }
 
 func (h *consumerHandle) swap(c jetstream.Consumer, created time.Time) {

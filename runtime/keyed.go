@@ -211,7 +211,7 @@ func (r *Runtime) inputKeeper(spec manifest.StreamSpec, log *slog.Logger) func(c
 		if _, err := r.js.Stream(ctx, spec.Name); !errors.Is(err, jetstream.ErrStreamNotFound) {
 			return
 		}
-		if err := ensureStream(ctx, r.js, spec); err != nil {
+		if err := recreateStream(ctx, r.js, spec); err != nil {
 			log.Error("recreating a keyed function's deleted input stream", "stream", spec.Name, "err", err)
 			return
 		}
