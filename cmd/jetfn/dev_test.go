@@ -226,8 +226,11 @@ func TestDevRestartKeepsData(t *testing.T) {
 	again := startDev(t, bin, dir, natsPort, mongoPort)
 	reuse := printedLine(t, again, "reusing ")
 	t.Log(reuse)
-	if !strings.HasPrefix(reuse, "reusing "+dir+"/ (created ") || !strings.Contains(reuse, "): 4 streams with 1 message, 2 consumers, ") {
-		t.Errorf("restart printed %q, want it to reuse the dir and count 4 streams with 1 message and 2 consumers", reuse)
+	// The manifest's 4 streams and publish-recording-event's keyed stream;
+	// summarize-session's consumer, and publish-recording-event's router and
+	// 16 partitions.
+	if !strings.HasPrefix(reuse, "reusing "+dir+"/ (created ") || !strings.Contains(reuse, "): 5 streams with 1 message, 18 consumers, ") {
+		t.Errorf("restart printed %q, want it to reuse the dir and count 5 streams with 1 message and 18 consumers", reuse)
 	}
 	ack, after := publishWithID(t, again.natsURL, "restart-check")
 	if !ack.Duplicate || after != before {

@@ -17,7 +17,7 @@
 // store.go): a redelivery, a duplicate or an older event arriving late
 // leaves the same document as one in-order delivery, whatever the
 // concurrency, on MongoDB, which applies each update atomically (FerretDB
-// does not: with it, order the function by recordingId in the manifest,
-// or run one instance; see recordingLocks). A crash between
+// does not: with it, order the function by recordingId, as the shipped
+// manifests do, or run one instance; see recordingLocks). A crash between
 // steps is repaired by the redelivery, which runs every step again.
 package publishrecordingevent

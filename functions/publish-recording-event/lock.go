@@ -16,7 +16,8 @@ const lockStripes = 64
 // document left it at 5. MongoDB applies each single-document update
 // atomically, which is all store.go needs, so with MongoDB several
 // instances are safe. With FerretDB, several instances are safe only when
-// the manifest keys the function by recordingId and orders it: then no two runs of one recording happen at once
+// the manifest keys the function by recordingId and orders it, as the
+// shipped manifests do: then no two runs of one recording happen at once
 // anywhere, and these locks never wait. A manifest without that needs one
 // instance (any concurrency), which these locks keep right.
 type recordingLocks struct {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jetfn/jetfn/events"
 	"github.com/jetfn/jetfn/test/testkit"
+	"github.com/jetfn/jetfn/wire"
 )
 
 // steadyKind is the row of sessions that ended before the first fault.
@@ -35,6 +36,8 @@ const readWithin = time.Minute
 // into the row of the fault it ended under (from one fault's start to the
 // next's), Jepsen-style: acknowledged sessions must have exactly one of
 // each; sessions never acknowledged are unknown, whatever became of them.
+// Then it checks the recording events the same way, and their order
+// (checkRecordings).
 func (h *Harness) classify(ctx context.Context, faults []Fault) (*Report, error) {
 	var notes []testkit.Notification
 	err := testkit.Retry(ctx, readWithin, "reading notifications", func(ctx context.Context) error {
@@ -59,10 +62,10 @@ func (h *Harness) classify(ctx context.Context, faults []Fault) (*Report, error)
 	if err != nil {
 		return nil, err
 	}
-	rep.DeadLetters = uint64(len(dead))
+	rep.DeadLetters = uint64(dead.total)
 	rows := map[Kind]*Row{}
 	for _, p := range h.pub.Publications() {
-		o := outcome{pub: p, summaries: sums[p.Key()], notifications: perKey[p.Key()], deadLettered: dead[p.Key()]}
+		o := outcome{pub: p, summaries: sums[p.Key()], notifications: perKey[p.Key()], deadLettered: dead.sessions[p.Key()]}
 		row := rep.row(rows, kindAt(faults, p.First))
 		if err := h.count(ctx, rep, row, o); err != nil {
 			return nil, err
@@ -76,6 +79,9 @@ func (h *Harness) classify(ctx context.Context, faults []Fault) (*Report, error)
 		}
 		measure(f, until, notes, h.pub)
 		rep.row(rows, f.Kind).addFault(*f)
+	}
+	if err := h.checkRecordings(ctx, rep, faults, dead.events); err != nil {
+		return nil, err
 	}
 	return rep, nil
 }
@@ -159,10 +165,19 @@ func (h *Harness) lostWhere(ctx context.Context, p Publication) (string, error) 
 	return lostByJetfn, nil
 }
 
+// deadLetters are the dead letters the run left, by function.
+type deadLetters struct {
+	// sessions are the summary keys of summarize-session's; events the
+	// event IDs of publish-recording-event's.
+	sessions, events map[string]bool
+	// total counts every dead letter, of any function.
+	total int
+}
+
 // deadLettered reads every dead letter (runtime.deadletter keeps the
-// original payload) and returns the summary keys of the sessions in them.
-func (h *Harness) deadLettered(ctx context.Context) (map[string]bool, error) {
-	var out map[string]bool
+// original payload and names the function in a header).
+func (h *Harness) deadLettered(ctx context.Context) (deadLetters, error) {
+	var out deadLetters
 	err := testkit.Retry(ctx, readWithin, "reading dead letters", func(ctx context.Context) error {
 		var err error
 		out, err = h.readDeadLetters(ctx)
@@ -171,26 +186,33 @@ func (h *Harness) deadLettered(ctx context.Context) (map[string]bool, error) {
 	return out, err
 }
 
-func (h *Harness) readDeadLetters(ctx context.Context) (map[string]bool, error) {
+func (h *Harness) readDeadLetters(ctx context.Context) (deadLetters, error) {
+	out := deadLetters{sessions: map[string]bool{}, events: map[string]bool{}}
 	s, err := h.js.Stream(ctx, deadLetterStream)
 	if err != nil {
-		return nil, fmt.Errorf("reading dead letters: %w", err)
+		return out, fmt.Errorf("reading dead letters: %w", err)
 	}
 	state := s.CachedInfo().State
-	out := map[string]bool{}
 	for seq := state.FirstSeq; state.Msgs > 0 && seq <= state.LastSeq; seq++ {
 		m, err := s.GetMsg(ctx, seq)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("reading dead letter #%d: %w", seq, err)
+			return out, fmt.Errorf("reading dead letter #%d: %w", seq, err)
+		}
+		out.total++
+		if m.Header.Get(wire.HeaderFunction) == recordingFunction {
+			if id := recordingEventID(m.Data); id != "" {
+				out.events[id] = true
+			}
+			continue
 		}
 		var evt events.SessionEnded
 		if err := json.Unmarshal(m.Data, &evt); err != nil {
-			return nil, fmt.Errorf("decoding dead letter #%d: %w", seq, err)
+			return out, fmt.Errorf("decoding dead letter #%d: %w", seq, err)
 		}
-		out[events.SummaryKey(evt.ConversationID, evt.SessionID)] = true
+		out.sessions[events.SummaryKey(evt.ConversationID, evt.SessionID)] = true
 	}
 	return out, nil
 }

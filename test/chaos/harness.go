@@ -25,6 +25,11 @@ const (
 	deadLetterStream    = "DEADLETTER"
 	functionName        = "summarize-session"
 	database            = "chaos"
+	// publish-recording-event reads RECORDING, keyed by recordingId, and
+	// publishes its notices to NOTIFICATIONS.
+	recordingStream   = "RECORDING"
+	noticeStream      = "NOTIFICATIONS"
+	recordingFunction = "publish-recording-event"
 )
 
 // Options configure a Harness.
@@ -38,6 +43,11 @@ type Options struct {
 	Instances int
 	// Quiet replaces production.yaml's quiet period of summarize-session.
 	Quiet time.Duration
+	// KeyConcurrency, when positive, replaces publish-recording-event's
+	// `ordered: true` with `keyConcurrency: n`: its events of one recording
+	// then run up to n at once, in no order, which the order check should
+	// catch. Zero runs production.yaml as shipped.
+	KeyConcurrency int
 	// Log receives the harness's progress.
 	Log *slog.Logger
 }
@@ -53,6 +63,9 @@ func (o Options) Validate() error {
 	}
 	if o.Quiet <= 0 {
 		errs = append(errs, fmt.Errorf("chaos harness: quiet %s is not positive", o.Quiet))
+	}
+	if o.KeyConcurrency < 0 {
+		errs = append(errs, fmt.Errorf("chaos harness: key concurrency %d is negative", o.KeyConcurrency))
 	}
 	if o.Log == nil {
 		errs = append(errs, errors.New("chaos harness: no logger"))
@@ -70,6 +83,7 @@ type Harness struct {
 	mongo     *devstack.Mongo
 	instances []*instance
 	pub       *Publisher
+	recPub    *RecordingPublisher
 	// pubStopped is when the publisher stopped starting sessions: the end
 	// of the last fault's window.
 	pubStopped time.Time
@@ -170,7 +184,8 @@ func (h *Harness) connect() error {
 
 // writeManifest copies manifests/production.yaml (R3 streams, the
 // production consumer settings) with summarize-session's quiet period
-// replaced.
+// replaced, and publish-recording-event's `ordered: true` replaced by
+// Options.KeyConcurrency if set.
 func (h *Harness) writeManifest(ctx context.Context) (string, error) {
 	root, err := testkit.ModuleRoot(ctx)
 	if err != nil {
@@ -186,6 +201,13 @@ func (h *Harness) writeManifest(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("manifests/production.yaml: want one %q to scale, found %d", quietLine, strings.Count(text, quietLine))
 	}
 	text = strings.Replace(text, quietLine, "quiet: "+h.opts.Quiet.String(), 1)
+	if h.opts.KeyConcurrency > 0 {
+		const orderedLine = "ordered: true"
+		if strings.Count(text, orderedLine) != 1 {
+			return "", fmt.Errorf("manifests/production.yaml: want one %q to replace, found %d", orderedLine, strings.Count(text, orderedLine))
+		}
+		text = strings.Replace(text, orderedLine, fmt.Sprintf("keyConcurrency: %d", h.opts.KeyConcurrency), 1)
+	}
 	path := filepath.Join(h.opts.Dir, "production-chaos.yaml")
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		return "", err

@@ -44,8 +44,49 @@ type Report struct {
 	// FailedStarts counts jetfn starts that exited before they were ready
 	// (and were started again).
 	FailedStarts int
-	// Problems names every lost and duplicated session.
+	// Recording is the check of the recording events; nil before it ran.
+	Recording *RecordingReport
+	// Problems names every lost and duplicated session, and every lost,
+	// duplicated and out-of-order recording event.
 	Problems []string
+}
+
+// RecordingReport is the check of publish-recording-event's events: how
+// many the recording publisher published, for how many recordings, how
+// many notices NOTIFICATIONS holds, and a row per fault kind.
+type RecordingReport struct {
+	// PerKey is how the manifest ran the function ("ordered: true").
+	PerKey                      string
+	Recordings, Events, Notices int
+	Rows                        []*RecordingRow
+}
+
+// RecordingRow is one fault kind's recording events (first published from
+// a fault's start to the next's).
+type RecordingRow struct {
+	Kind Kind
+	// Events were published under this kind; Acked of them were
+	// acknowledged, Retried of those needed more than one publish, Unknown
+	// never were (UnknownNoticed of those were noticed anyway).
+	Events, Acked, Retried, Unknown, UnknownNoticed int
+	// Lost are acknowledged events without a notice (LostByNATS of them
+	// not in RECORDING); DeadLettered those without a notice in the
+	// dead-letter stream. Duplicates have more than one notice.
+	Lost, LostByNATS, DeadLettered, Duplicates int
+	// OutOfOrder are events whose notice NOTIFICATIONS stored before the
+	// notice of an event of the same recording that RECORDING stored
+	// before them.
+	OutOfOrder int
+}
+
+func (r *RecordingReport) row(rows map[Kind]*RecordingRow, k Kind) *RecordingRow {
+	if row, ok := rows[k]; ok {
+		return row
+	}
+	row := &RecordingRow{Kind: k}
+	rows[k] = row
+	r.Rows = append(r.Rows, row)
+	return row
 }
 
 func (r *Report) row(rows map[Kind]*Row, k Kind) *Row {
@@ -59,11 +100,20 @@ func (r *Report) row(rows map[Kind]*Row, k Kind) *Row {
 }
 
 // OK reports whether every acknowledged session ended as one summary and
-// one notification: none lost, duplicated or dead-lettered.
+// one notification, and every acknowledged recording event as one notice,
+// in its recording's order: none lost, duplicated, dead-lettered or out of
+// order.
 func (r *Report) OK() bool {
 	for _, row := range r.Rows {
 		if row.Lost > 0 || row.Duplicates > 0 || row.DeadLettered > 0 {
 			return false
+		}
+	}
+	if r.Recording != nil {
+		for _, row := range r.Recording.Rows {
+			if row.Lost > 0 || row.Duplicates > 0 || row.DeadLettered > 0 || row.OutOfOrder > 0 {
+				return false
+			}
 		}
 	}
 	return true
@@ -148,8 +198,27 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 			row.Acked, lost, row.Duplicates, row.DeadLettered, row.Unknown, row.UnknownHandled, row.Retried,
 			spread(row.Stalls), spread(row.Recoveries), spread(row.Rejoins))
 	}
+	if r.Recording != nil {
+		r.Recording.writeMarkdown(w)
+	}
 	for _, p := range r.Problems {
 		fmt.Fprintln(w, "\n-", p)
+	}
+}
+
+// writeMarkdown prints the recording events' table.
+func (r *RecordingReport) writeMarkdown(w io.Writer) {
+	fmt.Fprintf(w, "\n%s, key recordingId (%s): %d recordings, %d events published, %d notices stored\n\n",
+		recordingFunction, r.PerKey, r.Recordings, r.Events, r.Notices)
+	fmt.Fprintln(w, "| fault | events | acked | lost | duplicate | dead-lettered | out of order | unknown (noticed) | publish retried |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+	for _, row := range r.Rows {
+		lost := fmt.Sprint(row.Lost)
+		if row.LostByNATS > 0 {
+			lost += fmt.Sprintf(" (%d not in the stream)", row.LostByNATS)
+		}
+		fmt.Fprintf(w, "| %s | %d | %d | %s | %d | %d | %d | %d (%d) | %d |\n", row.Kind, row.Events, row.Acked, lost,
+			row.Duplicates, row.DeadLettered, row.OutOfOrder, row.Unknown, row.UnknownNoticed, row.Retried)
 	}
 }
 

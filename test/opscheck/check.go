@@ -28,6 +28,8 @@ const (
 	VMissingDL      = "dead letter missing"
 	VDupDL          = "duplicate dead letter"
 	VDoubleCount    = "event counted twice"
+	VCountLost      = "recording's event count below its events"
+	VOutOfOrder     = "out of order: handled before an event of its recording stored earlier"
 	VNotSettled     = "not settled in bounded time"
 	VUntraceable    = "untraceable effect or output"
 	VLeftDeadLetter = "good input left dead-lettered"
@@ -56,6 +58,8 @@ type observed struct {
 	window time.Duration
 	// events is the history.
 	events []Event
+	// placed counts the inputs the order check placed (order.go).
+	placed int
 }
 
 // tokenView gathers what is known about one token.
@@ -70,7 +74,6 @@ type tokenView struct {
 	outs    []output
 	dls     map[uint64]*deadLetter
 	replays []replayRec
-	events  int
 	window  time.Duration
 }
 
@@ -85,6 +88,29 @@ func check(o *observed) []Violation {
 	for tok := range views {
 		if o.book.inputs[tok] == nil {
 			out = append(out, Violation{Token: tok, What: VUntraceable, Evidence: views[tok].evidence()})
+		}
+	}
+	out = append(out, o.countViolations()...)
+	out = append(out, o.orderViolations(views, diag)...)
+	return out
+}
+
+// countViolations compares each recording's eventCount with its timeline:
+// publish-recording-event counts an event in the same update that marks it
+// counted, before its timeline entry, and a redelivery repairs a crash in
+// between, so once settled the two agree. More counts than entries is an
+// event counted twice; fewer, a count an update lost (two updates of one
+// recording at once on FerretDB, which the function's order prevents).
+func (o *observed) countViolations() []Violation {
+	var out []Violation
+	for _, rec := range slices.Sorted(maps.Keys(o.effects.eventCounts)) {
+		n, entries := o.effects.eventCounts[rec], o.effects.timeline[rec]
+		ev := []string{fmt.Sprintf("recording %s: eventCount %d, %d timeline entries", rec, n, entries)}
+		switch {
+		case n > entries:
+			out = append(out, Violation{What: VDoubleCount, Suspects: []string{SConcurrentRuns}, Evidence: ev})
+		case n < entries:
+			out = append(out, Violation{What: VCountLost, Suspects: []string{SConcurrentRuns}, Evidence: ev})
 		}
 	}
 	return out
@@ -107,9 +133,6 @@ func (o *observed) views() map[string]*tokenView {
 	}
 	for tok, docs := range o.effects.docs {
 		get(tok).docs = docs
-	}
-	for tok, n := range o.effects.eventCounts {
-		get(tok).events = n
 	}
 	for _, out := range o.outputs {
 		t := get(out.Token)
@@ -200,9 +223,6 @@ func (t *tokenView) goodViolations() []string {
 	if slices.ContainsFunc(slices.Collect(maps.Values(t.dls)), refused) {
 		out = append(out, VGoodRefused)
 	}
-	if t.events > 1 {
-		out = append(out, VDoubleCount)
-	}
 	_, chi := t.copyRange()
 	if len(t.dls) > chi+len(t.replays) {
 		out = append(out, VDupDL)
@@ -259,15 +279,15 @@ func (t *tokenView) evidence() []string {
 		elo, ehi := t.effectRange()
 		ev = append(ev, fmt.Sprintf("input: %s %s %s on %s, msg id %s; copies %d..%d, effects wanted %d..%d, stream deleted after its publish: %v",
 			t.mode, t.in.Family, poisonName(t.in.Poison), t.in.Subject, t.in.MsgID, lo, hi, elo, ehi, t.exposed))
+		if t.in.Family == Recording {
+			ev = append(ev, fmt.Sprintf("recording %s, event ts %d", t.in.RecordingID, t.in.TS))
+		}
 	}
 	for _, c := range t.copies {
 		ev = append(ev, fmt.Sprintf("copy: %s %s:%d definite=%v at %s", c.Mode, c.Stream, c.Seq, c.Definite, c.At.Format(time.TimeOnly)))
 	}
 	for _, d := range t.docs {
 		ev = append(ev, "document _id "+d.ID)
-	}
-	if t.events > 0 {
-		ev = append(ev, fmt.Sprintf("recording eventCount %d", t.events))
 	}
 	for _, o := range t.outs {
 		ev = append(ev, fmt.Sprintf("output OUT:%d id %s at %s", o.Seq, o.MsgID, o.At.Format(time.TimeOnly)))

@@ -18,7 +18,8 @@ const (
 	SHistoryReplay  = "handled again after the duplicate window (history replayed)"
 	SSeqCollision   = "a sequence-based ID was reused after the stream was recreated"
 	SFilterSkip     = "a revision left the input's subject out of its filter (or removed its function) before it was handled"
-	SConcurrentRuns = "two concurrent runs of one event both counted it"
+	SConcurrentRuns = "two concurrent runs of one recording both updated its count"
+	SNotOrdered     = "the recording function was not ordered (a keyConcurrency control): several events of a recording ran at once"
 	SDiverged       = "an instance refused a revision the others applied (instances diverged)"
 	SStatusHeader   = "an empty message with a Status header was taken for a pull status and never handled"
 	STabHeader      = "a TAB in a header value made a good input malformed"
@@ -69,8 +70,10 @@ func (d *diagnosis) suspects(t *tokenView, what string) []string {
 		out = d.duplicates(t)
 	case VLost, VMissingEffect, VMissingOutput, VMissingDL:
 		out = d.missing(t)
-	case VDoubleCount:
-		out = []string{SConcurrentRuns}
+	case VOutOfOrder:
+		if d.notOrdered(t) {
+			out = []string{SNotOrdered}
+		}
 	case VGoodRefused:
 		out = d.refused(t)
 	case VLeftDeadLetter:
@@ -144,7 +147,7 @@ func (d *diagnosis) missing(t *tokenView) []string {
 	if t.in.Poison == Status {
 		out = append(out, SStatusHeader)
 	}
-	if d.filteredOut(t) {
+	if d.filteredOut(t, true) {
 		out = append(out, SFilterSkip)
 	}
 	if d.diverged(t) {
@@ -171,22 +174,16 @@ func (d *diagnosis) diverged(t *tokenView) bool {
 }
 
 // filteredOut reports whether a revision live between the input's publish
-// and the settle phase did not bind its subject.
-func (d *diagnosis) filteredOut(t *tokenView) bool {
-	for i, r := range d.live {
-		end := d.settled
-		if i+1 < len(d.live) {
-			end = d.live[i+1].At
-		}
-		if end.Before(t.first) || !r.At.Before(d.settled) {
-			continue
-		}
+// and the settle phase did not bind its subject: its function had a filter
+// that left the subject out, or (when absent counts) was removed.
+func (d *diagnosis) filteredOut(t *tokenView, absent bool) bool {
+	return d.anyLive(t, func(r liveRev) bool {
 		f := function(r.M, t.in.Family)
-		if f == nil || !manifest.CoveredByAny(t.in.Subject, f.FilterSubjects()) {
-			return true
+		if f == nil {
+			return absent
 		}
-	}
-	return false
+		return !manifest.CoveredByAny(t.in.Subject, f.FilterSubjects())
+	})
 }
 
 func (d *diagnosis) refused(t *tokenView) []string {

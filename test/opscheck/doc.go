@@ -11,10 +11,12 @@
 // body); and, one after the other, the nemesis's operations: SIGKILL and
 // SIGSTOP of jetfn instances, SIGKILL of a NATS node, a Mongo outage,
 // live deploys of random valid revisions (ackWait, filter subjects,
-// concurrency, a function or its durable renamed, a function removed),
-// rollbacks, consumer deletion (also while every instance is down),
-// deletion of an input stream, `jetfn dlq replay`, SIGKILL of the remote
-// function's process and a one-way partition of it (its replies held).
+// concurrency, the remote function or its durable renamed, a function
+// removed), rollbacks, consumer deletion (for the keyed function, its
+// router's and partitions' consumers at once; also while every instance is
+// down), deletion of an input stream, `jetfn dlq replay`, SIGKILL of the
+// remote function's process and a one-way partition of it (its replies
+// held).
 //
 // The system (system.go) is real processes: one nats-server (or test/chaos's
 // three-node cluster with R3 streams), FerretDB embedded and restarted on
@@ -22,9 +24,14 @@
 // (examples/remote-go, which keys its document and its output by
 // Jetfn-Msg-Id) behind proxies that can hold its replies, and N `jetfn run
 // --deployment` instances under a supervisor. The functions are the remote
-// one and publish-recording-event (keyed by the event's content). Every
-// input carries a unique token in its payload and in a header, so each
-// document, output and dead letter is traced back to exactly one input.
+// one and publish-recording-event (its effects keyed by the event's
+// content), which every revision orders by the payload's recordingId as the
+// shipped manifests do: a field key, so jetfn's router copies the input
+// into 16 partitions. The recording inputs are the events of four
+// recordings, round robin. Every input carries a unique token in a header
+// and in its payload (a recording event's ts is the input's number), so
+// each document, output and dead letter is traced back to exactly one
+// input.
 //
 // Run records a History (every operation with its start, end and outcome,
 // every dead letter as it is stored, every replay), then settles: faults
@@ -33,8 +40,10 @@
 // input: as many effects and outputs as it has identities (one for an input
 // with a message ID or one keyed by content, one per stored copy
 // otherwise), exactly one dead letter per stored copy of a poison input
-// and per replay of it, nothing silently skipped, and the whole system
-// settled in bounded time. A failure prints the seed, the command that
+// and per replay of it, nothing silently skipped, each recording's event
+// count equal to its distinct events, the notices of one recording in the
+// order its events were stored in the input stream (order.go says exactly
+// which inputs that binds), and the whole system settled in bounded time. A failure prints the seed, the command that
 // replays it, and for each kind of violation the inputs with their evidence
 // and a minimal history (Result.Report).
 //

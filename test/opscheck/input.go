@@ -55,9 +55,31 @@ const (
 // can be traced too; a dead letter keeps the original's headers.
 const tokenHeader = "Opscheck-Token"
 
-// recordingTS is the ts of every recording event; ts is part of the
-// event's identity, the token (its recordingId) makes it unique.
+// recordingTS is the ts of the first input; input n's recording event has
+// ts recordingTS+n. ts is part of the event's identity
+// (<recordingId>:<event>:<ts>), so the input's number makes each event
+// distinct within its recording, and recordingToken finds the input again
+// from a timeline entry or a notice, which carry only the identity.
 const recordingTS = 1_700_000_000_000
+
+// recordings is how many recordings a run's recording inputs are spread
+// over, round robin: several events of one recording wait or run at once
+// whenever a fault holds one, which is what the order check needs (an
+// ordered function must still handle them one at a time, in stream order).
+const recordings = 4
+
+// recordingID is the recordingId of recording k of the run of seed.
+func recordingID(seed uint64, k int) string { return fmt.Sprintf("s%d-rec%d", seed, k) }
+
+// recordingToken is the token of the input whose event is ts in recording
+// recID (recordingID's form), or "" when they are not an input's.
+func recordingToken(recID string, ts int64) string {
+	seed, _, ok := strings.Cut(recID, "-rec")
+	if !ok || ts <= recordingTS {
+		return ""
+	}
+	return fmt.Sprintf("%s-%04d", seed, ts-recordingTS)
+}
 
 // Input is one message a publisher means to send. Token is unique to it
 // and appears in its payload, in every document its function stores and in
@@ -72,6 +94,10 @@ type Input struct {
 	// Tab adds a header whose value holds a TAB, as a careless publisher
 	// copying a free-text field into a header might.
 	Tab bool
+	// RecordingID is a recording input's recording, shared with other
+	// inputs; TS its event's ts, the input's own.
+	RecordingID string
+	TS          int64
 }
 
 func (in *Input) event() string { return strings.TrimPrefix(in.Subject, "recording.") }
@@ -103,11 +129,7 @@ func (in *Input) payload() []byte {
 	case in.Family == Remote:
 		v = map[string]string{"nome": in.Token}
 	default:
-		ts := int64(recordingTS)
-		if in.Poison == Schema {
-			ts = 0 // the schema's minimum is 1
-		}
-		v = map[string]any{"ts": ts, "event": in.event(), "recordingId": in.Token, "conversationId": "opscheck"}
+		v = map[string]any{"ts": in.TS, "event": in.event(), "recordingId": in.RecordingID, "conversationId": "opscheck"}
 	}
 	raw, err := json.Marshal(v)
 	if err != nil {
@@ -116,17 +138,21 @@ func (in *Input) payload() []byte {
 	return raw
 }
 
-// newInput makes the input numbered n of the run.
-func newInput(seed uint64, n int, fam Family, subject string, poison Poison) *Input {
+// newInput makes the input numbered n of the run; rec is a recording
+// input's recording (recordingID).
+func newInput(seed uint64, n int, fam Family, subject string, poison Poison, rec int) *Input {
 	tok := fmt.Sprintf("s%d-%04d", seed, n)
 	in := &Input{Token: tok, Family: fam, Subject: subject, Poison: poison}
 	in.MsgID = "pub-" + tok
 	if fam == Recording {
-		ts := recordingTS
+		in.RecordingID, in.TS = recordingID(seed, rec), recordingTS+int64(n)
 		if poison == Schema {
-			ts = 0
+			// The schema's minimum is 1. Negative, and the input's own: the
+			// event's identity (its Nats-Msg-Id) stays unique, as the
+			// recording is shared.
+			in.TS = -int64(n)
 		}
-		in.MsgID = fmt.Sprintf("%s:%s:%d", tok, in.event(), ts) // the backend's key
+		in.MsgID = fmt.Sprintf("%s:%s:%d", in.RecordingID, in.event(), in.TS) // the backend's key
 	}
 	return in
 }

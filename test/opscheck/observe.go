@@ -138,15 +138,17 @@ func letterOf(m *jetstream.RawStreamMsg) *deadLetter {
 	return d
 }
 
-// tokenOfPayload finds the token in an input's payload.
+// tokenOfPayload finds the token in an input's payload: a greeting's name,
+// or a recording event's recordingId and ts (recordingToken).
 func tokenOfPayload(data []byte) string {
 	var v struct {
 		Name        string `json:"name"`
 		Nome        string `json:"nome"`
 		RecordingID string `json:"recordingId"`
+		TS          int64  `json:"ts"`
 	}
 	_ = json.Unmarshal(data, &v)
-	return v.Name + v.Nome + v.RecordingID
+	return v.Name + v.Nome + recordingToken(v.RecordingID, v.TS)
 }
 
 // output is one message on the output stream.
@@ -156,27 +158,32 @@ type output struct {
 	Token string
 	MsgID string
 	Body  string
+	// Recording is a recording notice's recordingId.
+	Recording string
 }
 
 // scanOutputs reads every message of the output stream.
 func scanOutputs(ctx context.Context, js jetstream.JetStream) ([]output, error) {
 	var out []output
 	err := scanStream(ctx, js, outStream, func(m *jetstream.RawStreamMsg) {
-		out = append(out, output{Seq: m.Sequence, At: m.Time, Token: tokenOfOutput(m.Data),
+		tok, rec := tokenOfOutput(m.Data)
+		out = append(out, output{Seq: m.Sequence, At: m.Time, Token: tok, Recording: rec,
 			MsgID: m.Header.Get(jetstream.MsgIDHeader), Body: string(m.Data)})
 	})
 	return out, err
 }
 
 // tokenOfOutput: greet.done carries "hello, <token>", a recording notice
-// its recordingId.
-func tokenOfOutput(data []byte) string {
+// its event's recordingId and ts (recordingToken); rec is the notice's
+// recordingId.
+func tokenOfOutput(data []byte) (tok, rec string) {
 	var v struct {
 		Greeting    string `json:"greeting"`
 		RecordingID string `json:"recordingId"`
+		TS          int64  `json:"ts"`
 	}
 	_ = json.Unmarshal(data, &v)
-	return strings.TrimPrefix(v.Greeting, "hello, ") + v.RecordingID
+	return strings.TrimPrefix(v.Greeting, "hello, ") + recordingToken(v.RecordingID, v.TS), v.RecordingID
 }
 
 // scanStream calls fn for every message stored on stream, in order.
@@ -209,12 +216,15 @@ type document struct {
 // effects reads the effects of both functions: greetings, timeline
 // entries, and the recordings' event counts.
 type effects struct {
-	docs        map[string][]document
+	docs map[string][]document
+	// eventCounts is each recording's eventCount, timeline how many
+	// timeline entries (distinct events) it has.
 	eventCounts map[string]int
+	timeline    map[string]int
 }
 
 func scanEffects(ctx context.Context, db *mongo.Database) (*effects, error) {
-	e := &effects{docs: map[string][]document{}, eventCounts: map[string]int{}}
+	e := &effects{docs: map[string][]document{}, eventCounts: map[string]int{}, timeline: map[string]int{}}
 	var greetings []struct {
 		ID   string `bson:"_id"`
 		Name string `bson:"name"`
@@ -232,8 +242,9 @@ func scanEffects(ctx context.Context, db *mongo.Database) (*effects, error) {
 		return nil, err
 	}
 	for _, t := range timeline {
-		tok, _, _ := strings.Cut(t.ID, ":")
+		tok, rec := timelineToken(t.ID)
 		e.docs[tok] = append(e.docs[tok], document{ID: t.ID, Token: tok})
+		e.timeline[rec]++
 	}
 	var recs []events.Recording
 	if err := findAll(ctx, db.Collection(events.RecordingsCollection), &recs); err != nil {
@@ -251,4 +262,19 @@ func findAll(ctx context.Context, c *mongo.Collection, into any) error {
 		return fmt.Errorf("reading %s: %w", c.Name(), err)
 	}
 	return cur.All(ctx, into)
+}
+
+// timelineToken is the token of a timeline entry, whose _id is
+// <recordingId>:<event>:<ts>, and its recordingId. An _id of another form
+// is its own token: untraceable.
+func timelineToken(id string) (tok, rec string) {
+	parts := strings.Split(id, ":")
+	if len(parts) != 3 {
+		return id, ""
+	}
+	ts, err := strconv.ParseInt(parts[2], 10, 64)
+	if tok = recordingToken(parts[0], ts); err != nil || tok == "" {
+		return id, parts[0]
+	}
+	return tok, parts[0]
 }

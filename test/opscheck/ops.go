@@ -154,28 +154,63 @@ func describeManifest(m *manifest.Manifest) string {
 	return out
 }
 
-// durableOf is the consumer the live revision binds for fam.
-func (s *system) durableOf(ctx context.Context, fam Family) (string, string, error) {
+// liveFunction is the live revision's function of fam.
+func (s *system) liveFunction(ctx context.Context, fam Family) (*manifest.FunctionSpec, error) {
 	m, err := s.current(ctx)
 	if err != nil {
-		return "", "", err
+		return nil, err
 	}
 	f := function(m, fam)
 	if f == nil {
-		return "", "", fmt.Errorf("the live revision has no %s function", fam)
+		return nil, fmt.Errorf("the live revision has no %s function", fam)
 	}
-	return f.Stream, f.Durable, nil
+	return f, nil
 }
 
+// deleteConsumer deletes the consumers the live revision binds for fam, as
+// `nats consumer rm` would: a plain function's durable; for a keyed one
+// (the recording function), its router's consumer on the input and every
+// partition's consumer on its keyed stream.
 func (s *system) deleteConsumer(ctx context.Context, fam Family) (string, error) {
-	stream, durable, err := s.durableOf(ctx, fam)
+	f, err := s.liveFunction(ctx, fam)
 	if err != nil {
 		return "", err
 	}
-	if err := s.js.DeleteConsumer(ctx, stream, durable); err != nil {
-		return "", fmt.Errorf("deleting %s/%s: %w", stream, durable, err)
+	if f.IsKeyed() {
+		return s.deleteKeyedConsumers(ctx, f)
 	}
-	return "deleted " + stream + "/" + durable, nil
+	if err := s.js.DeleteConsumer(ctx, f.Stream, f.Durable); err != nil {
+		return "", fmt.Errorf("deleting %s/%s: %w", f.Stream, f.Durable, err)
+	}
+	return "deleted " + f.Stream + "/" + f.Durable, nil
+}
+
+func (s *system) deleteKeyedConsumers(ctx context.Context, f *manifest.FunctionSpec) (string, error) {
+	type consumer struct{ stream, name string }
+	var all []consumer
+	if f.IsRouted() {
+		all = append(all, consumer{f.Stream, f.RouterDurable()})
+	}
+	for i := range f.Partitions {
+		all = append(all, consumer{f.KeyedStreamName(), f.PartitionDurable(i)})
+	}
+	var deleted []string
+	var errs []error
+	for _, c := range all {
+		if err := s.js.DeleteConsumer(ctx, c.stream, c.name); err != nil {
+			errs = append(errs, fmt.Errorf("deleting %s/%s: %w", c.stream, c.name, err))
+			continue
+		}
+		deleted = append(deleted, c.stream+"/"+c.name)
+	}
+	if len(deleted) == 0 {
+		return "", errors.Join(errs...)
+	}
+	detail := fmt.Sprintf("deleted %d consumers of keyed function %s (%s, ...)", len(deleted), f.Name, deleted[0])
+	if len(errs) > 0 {
+		detail += fmt.Sprintf("; %d not: %v", len(errs), errors.Join(errs...))
+	}
+	return detail, nil
 }
 
 // deleteConsumerAllDown kills every instance, deletes the consumer (`nats

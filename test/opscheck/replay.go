@@ -67,13 +67,9 @@ func (s *system) replayOp(ctx context.Context, op Op) (string, error) {
 	case "all":
 		args = append(args, "--all")
 	case "function":
-		m, err := s.current(ctx)
+		f, err := s.liveFunction(ctx, op.Family)
 		if err != nil {
 			return "", err
-		}
-		f := function(m, op.Family)
-		if f == nil {
-			return "", fmt.Errorf("the live revision has no %s function", op.Family)
 		}
 		args = append(args, "--function", f.Name)
 	default:

@@ -20,8 +20,8 @@ func (r *Result) Summary() string {
 	if !r.OK() {
 		verdict = "FAILED: " + r.kinds()
 	}
-	return fmt.Sprintf("opscheck seed %d: %s; %d inputs, %d dead letters, %d outputs; window %s; settled in %s; took %s",
-		r.Schedule.Seed, verdict, r.Inputs, r.DeadLetters, r.Outputs, r.Window, r.SettleTook.Round(time.Millisecond),
+	return fmt.Sprintf("opscheck seed %d: %s; %d inputs, %d dead letters, %d outputs, %d recording events in the order check; window %s; settled in %s; took %s",
+		r.Schedule.Seed, verdict, r.Inputs, r.DeadLetters, r.Outputs, r.Ordered, r.Window, r.SettleTook.Round(time.Millisecond),
 		r.Took.Round(time.Second))
 }
 
@@ -65,6 +65,9 @@ func (r *Result) Command() string {
 	s := r.Schedule
 	cmd := fmt.Sprintf("go run ./test/opscheck/cmd/opscheck -seed %d -duration %s -instances %d -nodes %d -prune=%v -window %s",
 		s.Seed, s.Duration, s.Instances, s.Nodes, s.Prune, r.Window)
+	if r.Keying != "" {
+		cmd += fmt.Sprintf(" -recording-keying %q", r.Keying)
+	}
 	if s.Keep != nil {
 		keep := make([]string, len(s.Keep))
 		for i, k := range s.Keep {

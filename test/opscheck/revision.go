@@ -11,9 +11,9 @@ import (
 	"github.com/jetfn/jetfn/manifest"
 )
 
-// Names of the system under test. The remote function may be renamed by a
-// deploy; the in-process one cannot (its name is its registry entry), but
-// its durable can.
+// Names of the system under test. The remote function and its durable may
+// be renamed by a deploy; the in-process one cannot (its name is its
+// registry entry), and neither can its durable (fnRev.Durable).
 const (
 	remoteName      = "remote-greet"
 	remoteRenamed   = "greeter-fn"
@@ -52,11 +52,39 @@ const (
 // ackWaits are the ackWait values a revision may choose.
 var ackWaits = []time.Duration{2 * time.Second, 3 * time.Second}
 
+// The recording function is keyed as the shipped manifests key it
+// (manifests/local.yaml): by the payload's recordingId, through jetfn's
+// router, in recordingPartitions partitions, in every revision. The
+// partitions never change, since jetfn refuses a change while the keyed
+// stream holds messages (a deploy the generator would see fail, not a
+// revision it means). Its filter may change: for a field key the router
+// reads the input through its own consumer (<durable>-router) with the
+// function's filter, and the keyed stream's subjects
+// (jetfn.keyed.<function>.<partition>.<subject>) and the partitions'
+// filters do not depend on the function's subjects, so jetfn accepts it.
+const (
+	recordingKeyField   = "recordingId"
+	recordingPartitions = 16
+	// orderedKeying is how the recording function's messages of one key
+	// are limited: one at a time, in order.
+	orderedKeying = "ordered: true"
+)
+
 // fnRev is one function in a revision.
 type fnRev struct {
-	Present     bool
-	Name        string
-	Durable     string // empty: the function's name
+	Present bool
+	Name    string
+	// Durable is empty for the function's name. Only the remote function's
+	// is ever renamed: a keyed function's durable names its router's
+	// consumer and its partitions' consumers, and new partition consumers
+	// would overlap the old ones on the work-queue keyed stream, which the
+	// server refuses; jetfn check refuses renamedFrom on a keyed function
+	// for the same reason. Unkeying the recording function in the
+	// revisions that rename it instead would switch it between an
+	// unordered consumer and the partitions, and handle what is stored
+	// again out of order (docs/ordering.md, "moving a function"): the order
+	// check would have nothing left to check.
+	Durable     string
 	Filter      []string
 	AckWait     time.Duration
 	Concurrency int
@@ -65,6 +93,11 @@ type fnRev struct {
 // Revision is one manifest the generator deploys.
 type Revision struct {
 	Remote, Recording fnRev
+	// Keying replaces the recording function's `ordered: true` when set
+	// (Options.RecordingKeying): "keyConcurrency: 4" is the control that
+	// shows the order check failing. Set by the system at deploy, never
+	// by the generator.
+	Keying string
 }
 
 // baseRevision covers every input subject under the original names; the
@@ -86,7 +119,11 @@ func (f fnRev) durable() string {
 
 // String is a one-line summary for the history.
 func (r Revision) String() string {
-	return fmt.Sprintf("remote{%s} recording{%s}", r.Remote.summary(), r.Recording.summary())
+	keying := ""
+	if r.Keying != "" {
+		keying = " " + r.Keying
+	}
+	return fmt.Sprintf("remote{%s} recording{%s%s}", r.Remote.summary(), r.Recording.summary(), keying)
 }
 
 func (f fnRev) summary() string {
@@ -154,6 +191,11 @@ func (r Revision) YAML(window time.Duration, replicas int) []byte {
 	}
 	if f := r.Recording; f.Present {
 		writeFunction(&b, f, recordingStream)
+		keying := orderedKeying
+		if r.Keying != "" {
+			keying = r.Keying
+		}
+		fmt.Fprintf(&b, "    key: {field: %s}\n    %s\n    partitions: %d\n", recordingKeyField, keying, recordingPartitions)
 		b.WriteString("    outputs:\n      - {subject: conversation.*.recording, stream: OUT}\n")
 	}
 	return []byte(b.String())

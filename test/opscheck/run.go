@@ -44,6 +44,10 @@ type Options struct {
 	// Ignore lists kinds of violation to leave out of the verdict (a Low
 	// item documented instead of fixed, say); they are still counted.
 	Ignore []string
+	// RecordingKeying replaces the recording function's `ordered: true` in
+	// every revision: "keyConcurrency: 4" is the control under which the
+	// order check must fail (several events of one recording at once).
+	RecordingKeying string
 	// Log receives progress.
 	Log *slog.Logger
 }
@@ -91,11 +95,15 @@ type Result struct {
 	Inputs      int
 	DeadLetters int
 	Outputs     int
-	Took        time.Duration
+	// Ordered counts the recording inputs whose order the check compared.
+	Ordered int
+	Took    time.Duration
 	// Ignored counts violations of the kinds Options.Ignore names.
 	Ignored int
 	// Dir holds the run's stores, revisions and logs.
 	Dir string
+	// Keying is Options.RecordingKeying.
+	Keying string
 }
 
 // OK reports whether every promise held.
@@ -133,7 +141,7 @@ func RunSchedule(ctx context.Context, opts Options, sched *Schedule) (*Result, e
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s := &system{dir: opts.Dir, log: opts.Log, hist: newHistory(), window: minWindow(), replicas: replicasFor(opts.Nodes),
-		prune: sched.Prune, book: newLedger()}
+		prune: sched.Prune, book: newLedger(), keying: opts.RecordingKeying}
 	if opts.Window > 0 {
 		s.window, s.allowShort = opts.Window, opts.Window < s.window
 	}
@@ -146,7 +154,7 @@ func RunSchedule(ctx context.Context, opts Options, sched *Schedule) (*Result, e
 	if err := s.start(ctx, *bins, sched.Instances, sched.Nodes); err != nil {
 		return nil, fmt.Errorf("starting the system: %w", err)
 	}
-	res := &Result{Schedule: sched, History: s.hist, Window: s.window}
+	res := &Result{Schedule: sched, History: s.hist, Window: s.window, Keying: opts.RecordingKeying}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	s.dl = newDLObserver(s.js, s.hist)
@@ -171,7 +179,7 @@ func RunSchedule(ctx context.Context, opts Options, sched *Schedule) (*Result, e
 		}
 		res.Violations = append(res.Violations, v)
 	}
-	res.Inputs, res.DeadLetters, res.Outputs = len(obs.book.order), len(obs.dls), len(obs.outputs)
+	res.Inputs, res.DeadLetters, res.Outputs, res.Ordered = len(obs.book.order), len(obs.dls), len(obs.outputs), obs.placed
 	res.Took = time.Since(began)
 	res.Dir = opts.Dir
 	return res, nil

@@ -107,6 +107,7 @@ type generator struct {
 	w    Weights
 	good []*Input // careful good inputs, for Resend
 	n    int
+	recs int // recording inputs so far: the next one's recording, round robin
 }
 
 // Generate builds the schedule of seed: publishes every PublishEvery on
@@ -156,7 +157,12 @@ func (g *generator) input() (*Input, Mode) {
 		poison = Empty
 	}
 	g.n++
-	in := newInput(g.s.Seed, g.n, fam, subjects[g.rng.IntN(len(subjects))], poison)
+	rec := 0
+	if fam == Recording {
+		rec = g.recs % recordings // drawn from no source: the rest of the seed's schedule stays as it was
+		g.recs++
+	}
+	in := newInput(g.s.Seed, g.n, fam, subjects[g.rng.IntN(len(subjects))], poison, rec)
 	in.Tab = poison == Good && g.rng.IntN(100) < g.w[WTabHeader]
 	if Mode(mode) == Careful && poison == Good {
 		g.good = append(g.good, in)
@@ -253,7 +259,11 @@ func (g *generator) revision() Revision {
 		f.Present = !g.chance(WRemove)
 		f.AckWait = ackWaits[g.rng.IntN(len(ackWaits))]
 		f.Concurrency = []int{1, 2, 4}[g.rng.IntN(3)]
-		if g.chance(WRenameDurable) {
+		// The recording function is keyed: its durable names its router's
+		// and partitions' consumers, so it is never renamed (see
+		// fnRev.Durable). The chance is still drawn, so a seed's schedule
+		// stays what it was before the function was keyed.
+		if g.chance(WRenameDurable) && f == &r.Remote {
 			f.Durable = f.Name + "-2"
 		}
 	}

@@ -20,7 +20,8 @@ func TestGenerateIsSeeded(t *testing.T) {
 
 // TestGenerateMix: over a few long schedules every publisher, every kind
 // of input and every nemesis kind with a weight shows up, and every
-// revision passes jetfn's own checks.
+// revision passes jetfn's own checks, with the recording function ordered
+// by recordingId, its partitions and its durable as in the base.
 func TestGenerateMix(t *testing.T) {
 	modes, poisons, kinds := map[Mode]int{}, map[Poison]int{}, map[Kind]int{}
 	tabs := 0
@@ -35,8 +36,14 @@ func TestGenerateMix(t *testing.T) {
 				}
 			}
 			if op.Rev != nil {
-				if _, err := op.Rev.check(minWindow(), 1, false); err != nil {
+				m, err := op.Rev.check(minWindow(), 1, false)
+				if err != nil {
 					t.Error(err)
+					continue
+				}
+				if f := function(m, Recording); f != nil && (!f.Ordered || f.Key == nil || f.Key.Field != recordingKeyField ||
+					f.Partitions != recordingPartitions || f.Durable != recordingName) {
+					t.Errorf("revision %s: the recording function is not keyed as the shipped one, or renamed", op.Rev)
 				}
 			}
 		}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/jetfn/jetfn/manifest"
 )
 
 // settleRounds bounds how often the settle phase replays dead letters of
@@ -15,7 +17,7 @@ const settleRounds = 3
 
 // settle ends every fault, deploys the base revision (every function
 // under its original name, every input subject covered), waits until
-// both consumers have nothing pending, and replays the dead letters of
+// its consumers have nothing pending, and replays the dead letters of
 // good inputs, as an operator does after an incident. It returns how long
 // that took; an error means it did not settle within bound.
 func (s *system) settle(ctx context.Context, bound time.Duration) (time.Duration, error) {
@@ -92,17 +94,18 @@ func (s *system) heal(ctx context.Context) error {
 	return nil
 }
 
-// stallAfter is how long both consumers may show the same state, with
+// stallAfter is how long the consumers may show the same state, with
 // something pending, before the settle phase calls them stalled: longer
 // than a whole retry cycle of one message (maxDeliver × (timeout +
 // backoff)), after which it is acked or dead-lettered.
 const stallAfter = 10 * time.Second
 
-// waitQuiet waits until both base consumers exist with the base filters
-// and have nothing pending or unacknowledged in looks a second apart, and
-// the dead-letter observer has read everything (true); or until their
-// state has not changed for stallAfter with something still pending
-// (false). The error is the settle bound passing first.
+// waitQuiet waits until the base revision's consumers (consumersQuiet)
+// exist with the base filters and have nothing pending or unacknowledged
+// in looks a second apart, and the dead-letter observer has read
+// everything (true); or until their state has not changed for stallAfter
+// with something still pending (false). The error is the settle bound
+// passing first.
 func (s *system) waitQuiet(ctx context.Context) (bool, error) {
 	var quietSince, sameSince time.Time
 	var last string
@@ -130,19 +133,44 @@ func (s *system) waitQuiet(ctx context.Context) (bool, error) {
 	}
 }
 
-// consumersQuiet looks at both base consumers once.
+// consumersQuiet looks at the base revision's consumers once: the remote
+// function's durable, and for the keyed recording function its router's
+// consumer and its partitions' consumers.
 func (s *system) consumersQuiet(ctx context.Context) (string, bool) {
 	base := baseRevision()
-	state, quiet := "", true
-	for _, c := range []struct {
-		stream string
-		f      fnRev
-	}{{greetingsStream, base.Remote}, {recordingStream, base.Recording}} {
-		st, ok := s.consumerState(ctx, c.stream, c.f)
-		state += st + "; "
-		quiet = quiet && ok
+	remote, rok := s.consumerState(ctx, greetingsStream, base.Remote)
+	router := base.Recording
+	router.Durable = (&manifest.FunctionSpec{Durable: base.Recording.durable()}).RouterDurable()
+	routed, uok := s.consumerState(ctx, recordingStream, router)
+	parts, pok := s.partitionsState(ctx, base.Recording)
+	return remote + "; " + routed + "; " + parts + "; ", rok && uok && pok
+}
+
+// partitionsState adds up the keyed function's partition consumers: quiet
+// when every one exists with nothing pending or unacknowledged.
+func (s *system) partitionsState(ctx context.Context, f fnRev) (string, bool) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	spec := &manifest.FunctionSpec{Name: f.Name, Durable: f.durable()}
+	name := spec.KeyedStreamName()
+	ks, err := s.js.Stream(ctx, name)
+	if err != nil {
+		return fmt.Sprintf("%s: %v", name, err), false
 	}
-	return state, quiet
+	found := 0
+	var pending, ackPending, redelivered uint64
+	for i := range recordingPartitions {
+		c, err := ks.Consumer(ctx, spec.PartitionDurable(i))
+		if err != nil {
+			continue
+		}
+		ci := c.CachedInfo()
+		found++
+		pending, ackPending, redelivered = pending+ci.NumPending, ackPending+uint64(ci.NumAckPending), redelivered+uint64(ci.NumRedelivered)
+	}
+	st := fmt.Sprintf("%s: %d messages, %d of %d partition consumers, pending %d, ack pending %d, redelivered %d", name,
+		ks.CachedInfo().State.Msgs, found, recordingPartitions, pending, ackPending, redelivered)
+	return st, found == recordingPartitions && pending == 0 && ackPending == 0
 }
 
 func (s *system) consumerState(ctx context.Context, stream string, f fnRev) (string, bool) {

@@ -30,6 +30,8 @@ type system struct {
 	prune    bool
 	// allowShort runs deploy and the instances with --allow-short-window.
 	allowShort bool
+	// keying replaces the recording function's `ordered: true` (a control).
+	keying string
 
 	jetfn     string
 	nats      *natsServers
@@ -151,6 +153,7 @@ func (s *system) jetfnCLI(ctx context.Context, args ...string) (string, error) {
 
 // deploy stores r as the deployment's next revision with `jetfn deploy`.
 func (s *system) deploy(ctx context.Context, r Revision) (string, error) {
+	r.Keying = s.keying
 	m, err := r.check(s.window, s.replicas, s.allowShort)
 	if err != nil {
 		return "", err

@@ -1,9 +1,14 @@
 // Command chaostest runs the chaos harness's full plan against a 3-node
 // nats-server cluster and freshly built `jetfn run` instances, and prints
-// the table as docs/production.md shows it. It exits 1 if an acknowledged
-// session was lost or duplicated, or the run did not settle.
+// the table as docs/production.md shows it, with the recording events'
+// table below. It exits 1 if an acknowledged session or recording event
+// was lost or duplicated, a recording's notices came out of order, or the
+// run did not settle.
 //
 //	go run ./test/chaos/cmd/chaostest --faults 10 --sync always
+//
+// --key-concurrency 4 runs publish-recording-event with keyConcurrency: 4
+// instead of ordered: true, to see the order check fail.
 package main
 
 import (
@@ -33,6 +38,9 @@ func run() int {
 	instances := fs.Int("instances", 2, "jetfn run instances")
 	quiet := fs.Duration("quiet", 200*time.Millisecond, "summarize-session's quiet period")
 	only := fs.String("only", "", "comma-separated fault kinds (default: all)")
+	recordings := fs.Int("recordings", 0, "recordings whose nine events are published (default: 6 per fault)")
+	recordingEvery := fs.Duration("recording-every", 600*time.Millisecond, "interval between bursts of a recording's events")
+	keyConcurrency := fs.Int("key-concurrency", 0, "run publish-recording-event with keyConcurrency: n instead of ordered: true")
 	dir := fs.String("dir", "", "keep stores, configs and logs here (default: a temp dir, removed)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return 2
@@ -50,8 +58,12 @@ func run() int {
 		if sync == "default" {
 			sync = ""
 		}
-		plan := chaos.Plan{Kinds: kinds, PerKind: *faults, Every: *every, GiveUp: time.Minute, Settle: 2 * time.Minute}
-		opts := chaos.Options{Sync: sync, Instances: *instances, Quiet: *quiet, Log: log}
+		plan := chaos.Plan{Kinds: kinds, PerKind: *faults, Every: *every, GiveUp: time.Minute, Settle: 2 * time.Minute,
+			Recordings: *recordings, RecordingEvery: *recordingEvery}
+		if plan.Recordings == 0 {
+			plan.Recordings = 6 * len(kinds) * *faults
+		}
+		opts := chaos.Options{Sync: sync, Instances: *instances, Quiet: *quiet, KeyConcurrency: *keyConcurrency, Log: log}
 		if !runOnce(ctx, *dir, opts, plan) {
 			ok = false
 		}

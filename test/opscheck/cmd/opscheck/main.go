@@ -54,6 +54,7 @@ func parse() (config, error) {
 	fs.StringVar(&c.target, "shrink-for", "", "the kind of violation the shrinker keeps, as the report names it (default: the run's first)")
 	fs.IntVar(&c.shrink, "shrink", 0, "on a failure, up to this many more runs looking for a shorter nemesis that still fails")
 	ignore := fs.String("ignore", "", "comma-separated kinds of violation to leave out of the verdict")
+	fs.StringVar(&c.opts.RecordingKeying, "recording-keying", "", `replaces publish-recording-event's "ordered: true" (a control: "keyConcurrency: 4" must fail the order check)`)
 	fs.StringVar(&c.dir, "dir", "", "keep stores, revisions and logs here (default: a temp dir, removed)")
 	fs.BoolVar(&c.history, "history", false, "print the whole history of a failed run")
 	fs.BoolVar(&c.plan, "plan", false, "print each seed's nemesis operations and run nothing")
