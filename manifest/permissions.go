@@ -156,6 +156,16 @@ func (m *Manifest) Permissions(o PermissionOptions) Permissions {
 		if o.Provision {
 			pub.add("$JS.API.CONSUMER.CREATE."+s+"."+d, "$JS.API.CONSUMER.CREATE."+s+"."+d+".>")
 			pub.add(backfillSubjects(f)...)
+			if f.IsKeyed() && f.IsRouted() {
+				// A widened filter gives the router's consumer a backfill,
+				// which a router taking over resets, as its own consumer.
+				router := f
+				router.Durable = f.RouterDurable()
+				pub.add(backfillSubjects(router)...)
+				for _, b := range BackfillConsumers(router.Durable) {
+					pub.add("$JS.API.CONSUMER.RESET." + s + "." + b)
+				}
+			}
 		}
 		if o.Prune {
 			pub.add("$JS.API.CONSUMER.DELETE." + s + "." + d)

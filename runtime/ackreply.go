@@ -14,7 +14,10 @@ type ackMeta struct {
 	stream       string
 	numDelivered uint64
 	streamSeq    uint64
-	timestamp    int64
+	// consumerSeq counts the consumer's deliveries, redeliveries too: the
+	// router reads a gap in it as messages that went elsewhere.
+	consumerSeq uint64
+	timestamp   int64
 }
 
 // parseAckReply reads a JetStream ack subject:
@@ -49,11 +52,12 @@ func parseAckReply(reply string) (ackMeta, bool) {
 	}
 	delivered, ok1 := decimal(tok[i+2])
 	sseq, ok2 := decimal(tok[i+3])
+	cseq, ok4 := decimal(tok[i+4])
 	ts, ok3 := decimal(tok[i+5])
-	if !ok1 || !ok2 || !ok3 || ts > math.MaxInt64 {
+	if !ok1 || !ok2 || !ok3 || !ok4 || ts > math.MaxInt64 {
 		return ackMeta{}, false
 	}
-	return ackMeta{stream: tok[i], numDelivered: delivered, streamSeq: sseq, timestamp: int64(ts)}, true
+	return ackMeta{stream: tok[i], numDelivered: delivered, streamSeq: sseq, consumerSeq: cseq, timestamp: int64(ts)}, true
 }
 
 // ackPrefix is the start of every v1 ack subject of one consumer:
@@ -90,7 +94,7 @@ func parseOwnAckReply(reply, prefix, stream string) (ackMeta, bool) {
 	if rest != "" || nums[3] > math.MaxInt64 {
 		return parseAckReply(reply) // more tokens: not the v1 form after all
 	}
-	return ackMeta{stream: stream, numDelivered: nums[0], streamSeq: nums[1], timestamp: int64(nums[3])}, true
+	return ackMeta{stream: stream, numDelivered: nums[0], streamSeq: nums[1], consumerSeq: nums[2], timestamp: int64(nums[3])}, true
 }
 
 // leadingDecimal reads the decimal that s starts with, up to the first

@@ -12,9 +12,9 @@ func TestParseAckReply(t *testing.T) {
 		ok    bool
 	}{
 		{"v1", "$JS.ACK.ORDERS.fn.3.1042.77.1733000000000000000.5",
-			ackMeta{stream: "ORDERS", numDelivered: 3, streamSeq: 1042, timestamp: 1733000000000000000}, true},
+			ackMeta{stream: "ORDERS", numDelivered: 3, streamSeq: 1042, consumerSeq: 77, timestamp: 1733000000000000000}, true},
 		{"v2 with domain, account hash and token", "$JS.ACK.hub.ACCHASH.ORDERS.fn.1.7.7.1733000000000000001.0.tok",
-			ackMeta{stream: "ORDERS", numDelivered: 1, streamSeq: 7, timestamp: 1733000000000000001}, true},
+			ackMeta{stream: "ORDERS", numDelivered: 1, streamSeq: 7, consumerSeq: 7, timestamp: 1733000000000000001}, true},
 		{"too few tokens", "$JS.ACK.ORDERS.fn.3.1042", ackMeta{}, false},
 		{"not an ack subject", "_INBOX.abc.def.1.2.3.4.5.6", ackMeta{}, false},
 		{"a count that is no number", "$JS.ACK.ORDERS.fn.x.1042.77.1733000000000000000.5", ackMeta{}, false},
@@ -55,7 +55,7 @@ func TestParseOwnAckReply(t *testing.T) {
 		}
 	}
 	if got, ok := parseOwnAckReply("$JS.ACK.ORDERS.fn.3.1042.77.1733000000000000000.5", prefix, "ORDERS"); !ok ||
-		got != (ackMeta{stream: "ORDERS", numDelivered: 3, streamSeq: 1042, timestamp: 1733000000000000000}) {
+		got != (ackMeta{stream: "ORDERS", numDelivered: 3, streamSeq: 1042, consumerSeq: 77, timestamp: 1733000000000000000}) {
 		t.Fatalf("v1 of the own consumer: %+v, %v", got, ok)
 	}
 }

@@ -382,3 +382,39 @@ func testKeyedPermissions(t *testing.T, key string) {
 		t.Fatalf("permission violations with the --provision permissions: %v\n%s", v, p.log.String())
 	}
 }
+
+// TestRoutedBackfillPermissionsSufficient: a routed function's filter is
+// narrowed and rolled back by a user with the --provision permissions of
+// the wide manifest: the router's backfill consumer is made, read and
+// removed with no violation, and the message the narrow revision passed
+// over is handled.
+func TestRoutedBackfillPermissionsSufficient(t *testing.T) {
+	spec := "    key: {field: id}\n    ordered: true\n    outputs:\n      - subject: test.out\n        stream: TEST\n"
+	wide := subjectManifest(t, "test.in.*", spec)
+	narrow := subjectManifest(t, "test.in.a", spec)
+	for _, m := range []*manifest.Manifest{wide, narrow} {
+		if err := m.Validate([]string{"fn"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := startPermsCase(t, wide, wide.Permissions(manifest.PermissionOptions{Provision: true}), true)
+	p.env.publish("test.in.b", `{"id":"b","n":1}`)
+	runtimetest.Eventually(t, 20*time.Second, "the first output", func() bool { return p.outputs() == 1 })
+	ctx := context.Background()
+	if err := p.rt.Apply(ctx, narrow); err != nil {
+		t.Fatal(err)
+	}
+	p.env.publish("test.in.b", `{"id":"b","n":2}`) // passed over by the narrow revision
+	if err := p.rt.Apply(ctx, wide); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if t.Failed() {
+			t.Log(p.log.String())
+		}
+	}()
+	runtimetest.Eventually(t, 20*time.Second, "the passed-over message's output", func() bool { return p.outputs() == 2 })
+	if v := p.log.Violations(); len(v) > 0 {
+		t.Fatalf("permission violations with the --provision permissions: %v\n%s", v, p.log.String())
+	}
+}

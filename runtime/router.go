@@ -60,6 +60,11 @@ const originalSourceHeader = "Jetfn-Original-Stream-Source"
 // reading the payload again.
 const routedKeyHeader = "Jetfn-Key"
 
+// routerHeaders are the router's own headers on a copy. A publisher's
+// (forged, or a copy's republished) are dropped, so the handler's view is
+// only ever what the router set.
+var routerHeaders = map[string]bool{routedHeader: true, originalMsgIDHeader: true, originalSourceHeader: true, routedKeyHeader: true}
+
 // routeBatch is how many input messages the router copies per round.
 const routeBatch = 256
 
@@ -78,6 +83,10 @@ type router struct {
 	// last is the keyed stream's last sequence as this router knows it:
 	// the next copy must find it there.
 	last uint64
+	// delivered is, per consumer the router reads (its own and its
+	// backfill's), the consumer sequence of the last delivery it took;
+	// zero after a reset, until the first.
+	delivered map[string]uint64
 	// careful is set from a takeover until a copy is stored rather than
 	// dropped as a duplicate: a duplicate leaves the stream's last
 	// sequence where it was, so the copies after it cannot be sent on the
@@ -118,7 +127,7 @@ func (r *Runtime) newRouter(ctx context.Context, b *binding, input jetstream.Str
 	if err != nil {
 		return nil, err
 	}
-	return &router{b: rb, bf: bf, js: r.js, key: msgkey.Source{Header: f.Key.Header, Field: f.Key.Field}, partitions: f.Partitions,
+	return &router{b: rb, bf: bf, delivered: map[string]uint64{}, js: r.js, key: msgkey.Source{Header: f.Key.Header, Field: f.Key.Field}, partitions: f.Partitions,
 		prefix: f.RoutedPrefix(), keyed: f.KeyedStreamName(), lease: r.leaseOf(f.RouterLease(), m, rb.log)}, nil
 }
 
@@ -162,14 +171,20 @@ func (rt *router) failed(ctx context.Context, what string, err error, wait time.
 	pause(ctx, wait)
 }
 
-// resume moves the router's consumer back to just after its ack floor, so
-// what a previous router pulled and did not acknowledge comes again, in
-// order, before anything after it; and learns the keyed stream's last
-// sequence, which the first copy must find.
+// resume moves the router's consumer, and its backfill's, back to just
+// after their ack floors, so what a previous router pulled and did not
+// acknowledge comes again, in order, before anything after it; and learns
+// the keyed stream's last sequence, which the first copy must find.
 func (rt *router) resume(ctx context.Context) error {
-	c := rt.b.consumer.get().CachedInfo()
-	if _, err := rt.js.ResetConsumerToSequence(ctx, c.Stream, c.Name, 0); err != nil {
-		return fmt.Errorf("resetting router consumer %s to its ack floor: %w", c.Name, err)
+	for _, b := range []*binding{rt.b, rt.bf} {
+		if b == nil {
+			continue
+		}
+		c := b.consumer.get().CachedInfo()
+		if _, err := rt.js.ResetConsumerToSequence(ctx, c.Stream, c.Name, 0); err != nil {
+			return fmt.Errorf("resetting router consumer %s to its ack floor: %w", c.Name, err)
+		}
+		delete(rt.delivered, c.Name)
 	}
 	ks, err := rt.js.Stream(ctx, rt.keyed)
 	if err != nil {
@@ -186,23 +201,28 @@ type copied struct {
 	future jetstream.PubAckFuture
 }
 
-// round copies what the router's consumer has, then what its backfill
-// has, if one runs; when the backfill has nothing left, it ends.
+// round copies what the backfill has, while one runs, else what the
+// router's consumer has. The backfill goes first: everything it hands over
+// was stored before anything the router's consumer delivers, so input
+// order is kept. A backfill with nothing left, or gone (the instance that
+// routed before finished it), ends.
 func (rt *router) round(ctx context.Context) error {
-	n, err := rt.routeFrom(ctx, rt.b, rt.bf == nil)
-	if err != nil || rt.bf == nil {
+	if rt.bf == nil {
+		_, err := rt.routeFrom(ctx, rt.b, true)
 		return err
 	}
-	m, err := rt.routeFrom(ctx, rt.bf, false)
-	if err != nil || n+m > 0 {
-		return err
+	n, err := rt.routeFrom(ctx, rt.bf, false)
+	if n > 0 && err == nil {
+		return nil
 	}
 	if rt.bf.backfillDone(ctx) {
 		rt.bf = nil
 		return nil
 	}
-	pause(ctx, backfillCheckEvery/10) // what it holds is not acknowledged yet
-	return nil
+	if err == nil {
+		pause(ctx, backfillCheckEvery/10) // what it holds is not acknowledged yet
+	}
+	return err
 }
 
 // routeFrom copies one batch of from's consumer: every message with a key
@@ -211,9 +231,12 @@ func (rt *router) round(ctx context.Context) error {
 // did not store. It says how many messages it fetched; with wait set, it
 // waits up to a second for one when none is there.
 func (rt *router) routeFrom(ctx context.Context, from *binding, wait bool) (int, error) {
-	msgs, err := rt.fetch(ctx, from, wait)
+	msgs, fetchErr := rt.fetch(ctx, from, wait)
+	msgs, gapErr := rt.contiguous(from, msgs)
 	if len(msgs) == 0 || !rt.lease.holds() {
-		return len(msgs), err // the lease ran out while fetching: whoever routes next takes them again
+		// The lease ran out while fetching: whoever routes next resets the
+		// consumer and takes them again.
+		return len(msgs), errors.Join(fetchErr, gapErr)
 	}
 	var sent []copied
 	for _, m := range msgs {
@@ -232,7 +255,30 @@ func (rt *router) routeFrom(ctx context.Context, from *binding, wait bool) (int,
 			return len(msgs), err
 		}
 	}
-	return len(msgs), rt.settle(sent)
+	// A pull that ended in an error, or deliveries missing between these,
+	// may leave messages pending behind the ones copied: the caller resets
+	// the consumer so they come next, in order.
+	return len(msgs), errors.Join(rt.settle(sent), fetchErr, gapErr)
+}
+
+// contiguous keeps msgs up to the first gap in their consumer sequences,
+// counting on from the last delivery the router took of from's consumer:
+// a gap is a delivery that went elsewhere (an old router still pulling,
+// or a reply lost), whose message would come back only after its ack
+// wait, behind later ones. The error asks for a reset.
+func (rt *router) contiguous(from *binding, msgs []*nats.Msg) ([]*nats.Msg, error) {
+	name := from.spec.Durable
+	for i, m := range msgs {
+		meta, ok := parseAckReply(m.Reply)
+		if !ok {
+			return msgs[:i], fmt.Errorf("router consumer %s delivered an unreadable ack subject %q", name, m.Reply)
+		}
+		if last := rt.delivered[name]; last != 0 && meta.consumerSeq != last+1 {
+			return msgs[:i], fmt.Errorf("router consumer %s delivered sequence %d after %d: deliveries in between went elsewhere", name, meta.consumerSeq, last)
+		}
+		rt.delivered[name] = meta.consumerSeq
+	}
+	return msgs, nil
 }
 
 // copy publishes m, which from's consumer delivered, to its partition,
@@ -258,7 +304,9 @@ func (rt *router) copy(from *binding, m *nats.Msg, last uint64) (copied, error) 
 	out := nats.NewMsg(rt.prefix + strconv.Itoa(partition.Of([]byte(key), rt.partitions)) + "." + msg.Subject)
 	out.Data = msg.Data
 	for k, vs := range msg.Header {
-		out.Header[k] = vs
+		if !strings.HasPrefix(k, "Nats-Expected-") && !strings.HasPrefix(k, "Nats-Batch-") && !routerHeaders[k] {
+			out.Header[k] = vs // the server drops those two kinds from a sourced copy too
+		}
 	}
 	if orig := out.Header.Get(jetstream.MsgIDHeader); orig != "" {
 		out.Header.Set(originalMsgIDHeader, orig)
