@@ -377,7 +377,9 @@ func testKeyedPermissions(t *testing.T, key string) {
 		_, err := p.env.js.Publish(ctx, "test.in.c", []byte(`{"id":"c"}`))
 		return err == nil
 	})
-	runtimetest.Eventually(t, 30*time.Second, "the output of the message on the recreated stream", func() bool { return p.outputs() == 1 })
+	// A token key's keyed stream sources the input: the server's source
+	// retries with a backoff (TestKeyedInputStreamRecreated).
+	runtimetest.Eventually(t, time.Minute, "the output of the message on the recreated stream", func() bool { return p.outputs() == 1 })
 	if v := p.log.Violations(); len(v) > 0 {
 		t.Fatalf("permission violations with the --provision permissions: %v\n%s", v, p.log.String())
 	}

@@ -83,7 +83,10 @@ func TestKeyedInputStreamRecreated(t *testing.T) {
 				_, err := env.js.Publish(ctx, "test.k", []byte(`{"id":"k"}`))
 				return err == nil
 			})
-			runtimetest.Eventually(t, 20*time.Second, "the message on the recreated stream handled", func() bool { return h.succeeded() == 2 })
+			// A token key's keyed stream sources the input: the server's
+			// source retries with a backoff of 10 s and more after the
+			// failures it saw while the input was gone.
+			runtimetest.Eventually(t, time.Minute, "the message on the recreated stream handled", func() bool { return h.succeeded() == 2 })
 		})
 	}
 }
