@@ -182,6 +182,10 @@ func (rt *router) resume(ctx context.Context) error {
 		}
 		c := b.consumer.get().CachedInfo()
 		if _, err := rt.js.ResetConsumerToSequence(ctx, c.Stream, c.Name, 0); err != nil {
+			if b == rt.bf && rt.bf.backfillDone(ctx) {
+				rt.bf = nil // another instance finished it meanwhile
+				continue
+			}
 			return fmt.Errorf("resetting router consumer %s to its ack floor: %w", c.Name, err)
 		}
 		delete(rt.delivered, c.Name)

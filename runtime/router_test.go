@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -224,4 +225,57 @@ func TestInputThatSourcesAnotherStream(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRouterTakesOverAfterABackfillEnded: two instances of a routed
+// function after a rollback that gave the router a backfill; the one
+// routing finishes and removes it, then stops. The other takes over the
+// routing and goes on. (A review saw that a router still holding a removed
+// backfill would fail to reset it at every takeover; this test did not
+// reach that state without the guard in resume, which stays as a
+// precaution.)
+func TestRouterTakesOverAfterABackfillEnded(t *testing.T) {
+	env := newEnv(t)
+	rec := &recorder{}
+	keyed := func(subjects ...string) *manifest.Manifest {
+		return filterManifest(t, "    key: {field: id}\n    ordered: true\n", subjects...)
+	}
+	both, narrow := keyed("test.in", "test.b"), keyed("test.in")
+	var instances []*running
+	for range 2 {
+		rt, err := New(env.nc, both, recorderFunctions(rec), WithLogger(env.logger()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		instances = append(instances, env.run(rt))
+	}
+	body := func(id string) string { return `{"id":"` + id + `"}` }
+	env.publish("test.in", body("in-1"))
+	env.handledExactly(rec, body("in-1"))
+	ctx := context.Background()
+	apply := func(m *manifest.Manifest) {
+		for _, r := range instances {
+			if err := r.rt.Apply(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	apply(narrow)
+	env.publish("test.b", body("b-1")) // passed over by the narrow revision
+	apply(both)
+	env.handledExactly(rec, body("in-1"), body("b-1"))
+	routerDurable := both.Functions[0].RouterDurable()
+	runtimetest.Eventually(t, 20*time.Second, "the router's backfill removed", func() bool {
+		c, err := env.js.Consumer(ctx, "TEST", routerDurable)
+		return err == nil && c.CachedInfo().Config.Metadata[backfillKey] == ""
+	})
+	routing := slices.IndexFunc(instances, func(r *running) bool { return r.rt.leaseOf("router.fn", both, testLogger()).holds() })
+	if routing < 0 {
+		t.Fatal("no instance holds the router's lease")
+	}
+	if err := instances[routing].stop(t); err != nil {
+		t.Fatal(err)
+	}
+	env.publish("test.in", body("in-2"))
+	env.handledExactly(rec, body("in-1"), body("b-1"), body("in-2"))
 }
