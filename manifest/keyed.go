@@ -174,6 +174,12 @@ func (m *Manifest) validateKey(fat place, f *FunctionSpec, add problemFunc) {
 	if f.Partitions != 0 && !f.IsKeyed() {
 		add(fat.Key("partitions"), "only a keyed function (ordered or keyConcurrency) has partitions")
 	}
+	if r := f.KeyRateLimit; r != nil && !f.IsKeyed() {
+		add(fat.Key("keyRateLimit"), "only a keyed function (key, with ordered or keyConcurrency) has a rate per key; "+
+			"rateLimit limits the function as a whole")
+	} else if r != nil && !r.valid() {
+		add(fat.Key("keyRateLimit"), "%s: %s", r, rateBounds)
+	}
 	if f.Key == nil || !f.IsKeyed() {
 		return
 	}

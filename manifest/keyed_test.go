@@ -27,6 +27,8 @@ func TestKeyedValidation(t *testing.T) {
 		{"a header key that is no header name", "    key: {header: \"Session Id\"}\n    ordered: true", `header "Session Id" is not a header name`},
 		{"too many partitions", "    key: {token: 2}\n    ordered: true\n    partitions: 2000", "partitions: 2000 must be from 1 to 1024"},
 		{"partitions unkeyed", "    partitions: 8", "only a keyed function (ordered or keyConcurrency) has partitions"},
+		{"a key rate unkeyed", "    keyRateLimit: 5/s", "line 17: functions[0] (summarize-session).keyRateLimit: only a keyed function"},
+		{"a key rate too slow", "    key: {token: 2}\n    ordered: true\n    keyRateLimit: 1/48h", "keyRateLimit: 1/48h0m0s: want at least 1 message per"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -129,7 +129,12 @@ type FunctionSpec struct {
 	Ordered        bool     `yaml:"ordered"`
 	KeyConcurrency int      `yaml:"keyConcurrency"`
 	Partitions     int      `yaml:"partitions"`
-	MaxAckPending  int      `yaml:"maxAckPending"`
+	// KeyRateLimit is the most messages of one key a keyed function
+	// handles per period, all its instances together: a message of a key
+	// whose turn has not come goes back to the server until it has, and
+	// holds its partition meanwhile.
+	KeyRateLimit  *Rate `yaml:"keyRateLimit"`
+	MaxAckPending int   `yaml:"maxAckPending"`
 	// MaxPayload is the largest payload in bytes the function accepts
 	// (default 1 MiB); a larger one is dead-lettered without being decoded.
 	MaxPayload int `yaml:"maxPayload"`

@@ -134,6 +134,10 @@ func (m *Manifest) Permissions(o PermissionOptions) Permissions {
 		if f.RateLimit != nil {
 			pub.add(sharedKeySubjects(RatesBucket, f, o.Provision)...)
 		}
+		if f.KeyRateLimit != nil && f.IsKeyed() {
+			// One schedule per key, under the function's name.
+			pub.add(sharedKeySubjects(RatesBucket, FunctionSpec{Name: KeyRateKeys(f.Name)}, o.Provision)...)
+		}
 		if f.Singleton {
 			pub.add(sharedKeySubjects(LeasesBucket, f, o.Provision)...)
 		}

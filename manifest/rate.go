@@ -27,6 +27,19 @@ type Rate struct {
 	Per time.Duration
 }
 
+// KeyRateKeys is the RatesBucket key (a wildcard) under which function's
+// per-key schedules are kept, one for each key: function.key.<hash>.
+func KeyRateKeys(function string) string { return function + ".key.*" }
+
+// rateBounds says which rates valid accepts.
+const rateBounds = "want at least 1 message per at least 1ms, at most 1,000,000 a second and at least 1 a day"
+
+// valid says whether jetfn can keep the rate: its schedule counts in
+// microseconds, and RatesBucket forgets a schedule after a day.
+func (r Rate) valid() bool {
+	return r.N >= 1 && r.Per >= time.Millisecond && r.Interval() >= time.Microsecond && r.Interval() <= RatesTTL
+}
+
 // UnmarshalText reads a rate such as 100/s.
 func (r *Rate) UnmarshalText(text []byte) error {
 	n, per, ok := strings.Cut(string(text), "/")

@@ -6,7 +6,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"time"
 )
 
 // semVer is the pattern from semver.org; NATS micro refuses other versions.
@@ -200,8 +199,8 @@ func (m *Manifest) validateFunction(fat place, f *FunctionSpec, add problemFunc)
 		add(fat.Key("priorityHeader"), "%q is not a header name: letters, digits and !#$%%&'*+-.^_`|~ only, no spaces or colons",
 			f.PriorityHeader)
 	}
-	if r := f.RateLimit; r != nil && (r.N < 1 || r.Per < time.Millisecond || r.Interval() < time.Microsecond || r.Interval() > RatesTTL) {
-		add(fat.Key("rateLimit"), "%s: want at least 1 message per at least 1ms, at most 1,000,000 a second and at least 1 a day", r)
+	if r := f.RateLimit; r != nil && !r.valid() {
+		add(fat.Key("rateLimit"), "%s: %s", r, rateBounds)
 	}
 	if f.MaxAckPending < f.Concurrency {
 		add(fat.Key("maxAckPending"), "%d is below concurrency %d", f.MaxAckPending, f.Concurrency)

@@ -36,6 +36,7 @@ func isRemote(s wire.Stats) bool    { return s.Remote != "" }
 func isSingleton(s wire.Stats) bool { return s.Singleton != "" }
 func isKeyed(s wire.Stats) bool     { return s.Partitions > 0 }
 func isRouted(s wire.Stats) bool    { return s.Router != "" }
+func hasKeyRate(s wire.Stats) bool  { return s.KeyRateLimit != "" }
 
 // perFunctionMetrics are the metrics of one function, in exposition order.
 var perFunctionMetrics = []perFunction{
@@ -69,6 +70,11 @@ var perFunctionMetrics = []perFunction{
 		func(s wire.Stats) float64 { return float64(s.AbandonedRunning) }),
 	gauge("jetfn_rate_held", "Messages pulled and waiting for their turn under the function's rateLimit (0 without one).",
 		func(s wire.Stats) float64 { return float64(s.RateHeld) }),
+	counter("jetfn_key_rate_deferred_total",
+		"For a function with keyRateLimit: messages sent back to the server to wait for their key's turn.",
+		func(s wire.Stats) uint64 { return s.KeyRateDeferred }).when(hasKeyRate),
+	gauge("jetfn_key_rate_waiting", "For a function with keyRateLimit: messages this instance sent back that wait for their key's turn now.",
+		func(s wire.Stats) float64 { return float64(s.KeyRateWaiting) }).when(hasKeyRate),
 	gauge("jetfn_singleton_active", "For a singleton function: 1 on the instance that pulls its messages now, 0 on those standing by.",
 		func(s wire.Stats) float64 { return boolGauge(s.Singleton == "active") }).when(isSingleton),
 	gauge("jetfn_keys_active", "For a keyed function: partitions with a message in flight on any instance, so keys being handled.",

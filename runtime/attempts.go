@@ -98,6 +98,22 @@ func (a *attemptStore) next(ctx context.Context, function string, msg jetfn.Msg,
 	return attempt{n: msg.NumDelivered}
 }
 
+// notRunYet is the record of a message whose first delivery ran no
+// handler (it waited for its key's turn, keyrate.go): its next delivery is
+// its first run.
+const notRunYet = "none"
+
+// notRun records that msg's first delivery ended without a run, where
+// next would otherwise take it to have run.
+func (a *attemptStore) notRun(ctx context.Context, function string, msg jetfn.Msg) {
+	if a == nil || a.kv == nil {
+		return
+	}
+	if _, err := a.kv.Create(ctx, attemptKey(function, msg), []byte(notRunYet)); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		a.failed(err)
+	}
+}
+
 // read is the runs recorded for key, counting the first delivery's, and
 // the record's revision (0: none yet).
 func (a *attemptStore) read(ctx context.Context, key string) (prior, rev uint64, err error) {
@@ -107,6 +123,9 @@ func (a *attemptStore) read(ctx context.Context, key string) (prior, rev uint64,
 	}
 	if err != nil {
 		return 0, 0, err
+	}
+	if string(e.Value()) == notRunYet {
+		return 0, e.Revision(), nil
 	}
 	n, err := strconv.ParseUint(string(e.Value()), 10, 64)
 	if err != nil {

@@ -209,7 +209,7 @@ func (b *binding) sibling(spec manifest.FunctionSpec, log *slog.Logger) *binding
 	s := &binding{spec: spec, handler: b.handler, js: b.js, dlSubject: b.dlSubject,
 		ackPrefix: ackPrefix(spec.Stream, spec.Durable), stats: b.stats, log: log,
 		bufferBeats: b.bufferBeats, observe: b.observe, refusal: b.refusal, deployed: b.deployed, remote: b.remote,
-		trace: b.trace, runs: b.runs, scope: b.scope, attempts: b.attempts, rate: b.rate, lease: b.lease, gate: b.gate}
+		trace: b.trace, runs: b.runs, scope: b.scope, attempts: b.attempts, rate: b.rate, keyRate: b.keyRate, lease: b.lease, gate: b.gate}
 	s.heartbeat.Store(b.heartbeat.Load())
 	return s
 }

@@ -45,6 +45,9 @@ type binding struct {
 	attempts *attemptStore
 	// rate paces the pulls (manifest rateLimit); nil without one.
 	rate *rateLimiter
+	// keyRate paces each key of a keyed function (manifest keyRateLimit,
+	// keyrate.go); nil without one. Its partitions share it.
+	keyRate *keyRateLimiter
 	// lease lets one instance at a time pull (manifest singleton); nil
 	// without it. A backfill binding shares its function's.
 	lease *lease

@@ -474,6 +474,12 @@ func (b *binding) process(ctx context.Context, d *delivery, wk *worker) delivery
 	if b.backfill != nil && !b.backfill.hands(msg.Subject, msg.StreamSequence) {
 		return b.passOver(d) // the main consumer delivers it, or did
 	}
+	if b.keyRate != nil && !b.waitForKeyTurn(ctx, m, msg) {
+		if !b.unsettled.finish(d) {
+			return b.unfinished(d)
+		}
+		return stateSettled // back on the server until its key's turn
+	}
 	a := b.attempts.next(ctx, b.spec.Name, msg, func(prior uint64) bool { return prior < uint64(b.spec.MaxDeliver) })
 	if !b.unsettled.setAttempt(d, a) {
 		return b.unfinished(d) // abandoned while its run was being counted

@@ -20,7 +20,8 @@
 // its timeout; workers.go starts and replaces the handler goroutines;
 // ackreply.go reads a delivery's metadata from its reply subject;
 // deadletter.go is the dead letter's shape; attempts.go counts handler
-// runs for maxDeliver; runcontext.go is the context a handler runs with;
+// runs for maxDeliver; ratelimit.go paces a function's pulls, keyrate.go
+// each key of a keyed function (keyed.go) before its run; runcontext.go is the context a handler runs with;
 // binding.go wires one function's puller, keeper and workers together;
 // tracing.go is the OpenTelemetry seam: a span per handler run and per
 // output, only with WithTracerProvider. A handler's result picks the

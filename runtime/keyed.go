@@ -359,15 +359,21 @@ func (b *binding) noteHead(m *nats.Msg, msg jetfn.Msg) {
 		return
 	}
 	meta, _ := parseOwnAckReply(m.Reply, b.ackPrefix, b.spec.Stream)
-	key := m.Header.Get(routedKeyHeader)
-	if key == "" {
-		key, _ = msgkey.Source{Token: b.spec.Key.Token}.Of(msg.Subject, nil, nil)
-	}
-	h := &keyHead{key: key, keyedSeq: meta.streamSeq, stored: msg.Published, delivered: msg.NumDelivered}
+	h := &keyHead{key: b.keyOf(m, msg), keyedSeq: meta.streamSeq, stored: msg.Published, delivered: msg.NumDelivered}
 	if old := b.head.Load(); old != nil && old.keyedSeq == h.keyedSeq {
 		h.lastErr, h.since = old.lastErr, old.since
 	}
 	b.head.Store(h)
+}
+
+// keyOf is the key of a partition's message m (msg, the handler's view):
+// the router wrote it on its copy; a subject token is read again.
+func (b *binding) keyOf(m *nats.Msg, msg jetfn.Msg) string {
+	if key := m.Header.Get(routedKeyHeader); key != "" {
+		return key
+	}
+	key, _ := msgkey.Source{Token: b.spec.Key.Token}.Of(msg.Subject, nil, nil)
+	return key
 }
 
 // noteFailure marks the head as failed: its key is stuck until a run

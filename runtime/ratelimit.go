@@ -56,6 +56,15 @@ func (p pace) grant(next, now int64, want int) (n int, newNext int64, wait time.
 	return n, next + int64(n)*iv, 0
 }
 
+// schedule is a rate's shared schedules in manifest.RatesBucket: one per
+// KV key, each taken from by every instance with a compare-and-set.
+type schedule struct {
+	pace    pace
+	kv      *sharedKV
+	log     *slog.Logger
+	failing atomic.Bool
+}
+
 // rateLimiter paces one function's messages. Its schedule is the
 // function's key in manifest.RatesBucket, shared by every instance (a
 // compare-and-set per grant). A message's turn is taken when it arrives,
@@ -63,22 +72,19 @@ func (p pace) grant(next, now int64, want int) (n int, newNext int64, wait time.
 // of one message open (binding.pull), so an empty request wastes no turn
 // and a backlog that lands finds no pile of open requests to fill at once.
 type rateLimiter struct {
-	pace pace
-	kv   *sharedKV
-	key  string
-	log  *slog.Logger
+	schedule
+	key string
 	// mu orders the grants of the function's main and backfill pullers,
 	// which share the limiter.
 	mu sync.Mutex
 	// held is how many pulled messages wait for their turn now (stats:
 	// rate_held); the rest of what the rate holds back is the consumer's
 	// pending.
-	held    atomic.Int64
-	failing bool
+	held atomic.Int64
 }
 
 func newRateLimiter(r manifest.Rate, kv *sharedKV, function string, log *slog.Logger) *rateLimiter {
-	return &rateLimiter{pace: newPace(r), kv: kv, key: function, log: log}
+	return &rateLimiter{schedule: schedule{pace: newPace(r), kv: kv, log: log}, key: function}
 }
 
 // await waits for one message's turn; false if ctx ended first.
@@ -86,7 +92,9 @@ func (l *rateLimiter) await(ctx context.Context) bool {
 	l.held.Add(1)
 	defer l.held.Add(-1)
 	for ctx.Err() == nil {
-		ok, wait := l.grant(ctx)
+		l.mu.Lock()
+		ok, wait := l.take(ctx, l.key)
+		l.mu.Unlock()
 		if ok {
 			return true
 		}
@@ -95,17 +103,15 @@ func (l *rateLimiter) await(ctx context.Context) bool {
 	return false
 }
 
-// grant takes one message's turn if the schedule has one now, else says
-// how long until it may.
-func (l *rateLimiter) grant(ctx context.Context) (bool, time.Duration) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+// take takes one message's turn from the schedule under key if it has one
+// now, else says how long until it may.
+func (l *schedule) take(ctx context.Context, key string) (bool, time.Duration) {
 	kv, err := l.kv.get(ctx)
 	if err != nil {
 		return false, l.failed(ctx, err)
 	}
 	for range 5 { // a compare-and-set: other instances take from it too
-		next, rev, err := l.read(ctx, kv)
+		next, rev, err := l.read(ctx, kv, key)
 		if err != nil {
 			return false, l.failed(ctx, err)
 		}
@@ -115,12 +121,12 @@ func (l *rateLimiter) grant(ctx context.Context) (bool, time.Duration) {
 		}
 		value := []byte(strconv.FormatInt(newNext, 10))
 		if rev == 0 {
-			_, err = kv.Create(ctx, l.key, value)
+			_, err = kv.Create(ctx, key, value)
 		} else {
-			_, err = kv.Update(ctx, l.key, value, rev)
+			_, err = kv.Update(ctx, key, value, rev)
 		}
 		if err == nil {
-			l.failing = false
+			l.failing.Store(false)
 			return true, 0
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
@@ -135,8 +141,8 @@ func (l *rateLimiter) grant(ctx context.Context) (bool, time.Duration) {
 const rateContendedWait = 10 * time.Millisecond
 
 // read is the schedule's next slot and its revision (0: no schedule yet).
-func (l *rateLimiter) read(ctx context.Context, kv jetstream.KeyValue) (next int64, rev uint64, err error) {
-	e, err := kv.Get(ctx, l.key)
+func (l *schedule) read(ctx context.Context, kv jetstream.KeyValue, key string) (next int64, rev uint64, err error) {
+	e, err := kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return 0, 0, nil
 	}
@@ -153,10 +159,9 @@ func (l *rateLimiter) read(ctx context.Context, kv jetstream.KeyValue) (next int
 // failed logs the first of a run of failures, and says how long to wait
 // before trying again: nothing is let through while the schedule cannot be
 // read, since the rate could not be kept.
-func (l *rateLimiter) failed(ctx context.Context, err error) time.Duration {
-	if ctx.Err() == nil && !l.failing {
+func (l *schedule) failed(ctx context.Context, err error) time.Duration {
+	if !l.failing.Swap(true) && ctx.Err() == nil {
 		l.log.Warn("reading the rate limit's schedule; no message is handled until it can be", "bucket", manifest.RatesBucket, "err", err)
 	}
-	l.failing = true
 	return time.Second
 }

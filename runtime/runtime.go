@@ -372,9 +372,15 @@ func (r *Runtime) connect(ctx context.Context, b *binding, m *manifest.Manifest)
 // backfill, its partitions).
 func (r *Runtime) shareLimits(b *binding, m *manifest.Manifest) {
 	spec := b.spec
+	rates := func() *sharedKV {
+		return r.sharedBucket(m, jetstream.KeyValueConfig{Bucket: manifest.RatesBucket,
+			TTL: manifest.RatesTTL, Description: "jetfn: each rate-limited function's schedule, shared by its instances"})
+	}
 	if spec.RateLimit != nil {
-		b.rate = newRateLimiter(*spec.RateLimit, r.sharedBucket(m, jetstream.KeyValueConfig{Bucket: manifest.RatesBucket,
-			TTL: manifest.RatesTTL, Description: "jetfn: each rate-limited function's schedule, shared by its instances"}), spec.Name, b.log)
+		b.rate = newRateLimiter(*spec.RateLimit, rates(), spec.Name, b.log)
+	}
+	if spec.KeyRateLimit != nil && spec.IsKeyed() {
+		b.keyRate = newKeyRateLimiter(*spec.KeyRateLimit, rates(), spec.Name, b.log)
 	}
 	if spec.Singleton {
 		b.lease = r.leaseOf(spec.Name, m, b.log)

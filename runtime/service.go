@@ -91,6 +91,9 @@ func (b *binding) status() wire.Stats {
 	if b.rate != nil {
 		s.RateLimit, s.RateHeld = b.spec.RateLimit.String(), b.rate.held.Load()
 	}
+	if l := b.keyRate; l != nil {
+		s.KeyRateLimit, s.KeyRateDeferred, s.KeyRateWaiting = b.spec.KeyRateLimit.String(), l.deferred.Load(), l.waiting.Load()
+	}
 	if b.lease != nil {
 		s.Singleton = "standby"
 		if b.lease.held.Load() {

@@ -54,6 +54,13 @@ type Stats struct {
 	// what the rate holds back is NumPending).
 	RateLimit string `json:"rate_limit,omitempty"`
 	RateHeld  int64  `json:"rate_held,omitempty"`
+	// KeyRateLimit is a keyed function's keyRateLimit ("5/s"), if it has
+	// one; KeyRateDeferred counts the messages this instance sent back to
+	// wait for their key's turn, KeyRateWaiting how many of those wait on
+	// the server now.
+	KeyRateLimit    string `json:"key_rate_limit,omitempty"`
+	KeyRateDeferred uint64 `json:"key_rate_deferred,omitempty"`
+	KeyRateWaiting  int64  `json:"key_rate_waiting,omitempty"`
 	// Singleton is, for a singleton function, "active" on the instance
 	// that pulls its messages now and "standby" on the others.
 	Singleton string `json:"singleton,omitempty"`

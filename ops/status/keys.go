@@ -8,7 +8,8 @@ import (
 )
 
 // writeKeys prints, under the functions, each keyed function's partitions
-// as every instance sees them, then every stuck key by name: a key whose
+// as every instance sees them (with the messages waiting for their key's
+// turn under keyRateLimit), then every stuck key by name: a key whose
 // head message keeps failing holds its partition, and the operator must
 // find it without reading logs. Nothing when no function is keyed.
 func writeKeys(w io.Writer, instances []Instance, now time.Time) error {
@@ -20,18 +21,22 @@ func writeKeys(w io.Writer, instances []Instance, now time.Time) error {
 			continue
 		}
 		if !header {
-			fmt.Fprintln(tw, "\nKEYED FUNCTION\tINSTANCE\tPARTITIONS\tPER KEY\tKEYS ACTIVE\tHELD BY KEY\tOLDEST KEY\tWAITING\tROUTER")
+			fmt.Fprintln(tw, "\nKEYED FUNCTION\tINSTANCE\tPARTITIONS\tPER KEY\tKEY RATE\tKEYS ACTIVE\tHELD BY KEY\tOLDEST KEY\tWAITING\tROUTER")
 			header = true
 		}
 		oldest, waiting := "-", "-"
 		if s.OldestKey != "" {
 			oldest, waiting = s.OldestKey, formatUptime(time.Duration(s.OldestKeyWaitSeconds*float64(time.Second)))
 		}
+		keyRate := "-"
+		if s.KeyRateLimit != "" {
+			keyRate = fmt.Sprintf("%s, %d waiting", s.KeyRateLimit, s.KeyRateWaiting)
+		}
 		router := "-" // the server partitions a subject token's key
 		if s.Router != "" {
 			router = fmt.Sprintf("%s, %d to copy", s.Router, s.RouterPending)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", in.Function, in.ID, s.Partitions, s.PerKey, s.KeysActive,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%d\t%s\t%s\t%s\n", in.Function, in.ID, s.Partitions, s.PerKey, keyRate, s.KeysActive,
 			s.HeldByKey, oldest, waiting, router)
 	}
 	for _, in := range instances {
