@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -33,6 +34,13 @@ type StartPlan struct {
 	// Pending is how many stored messages the consumer has, or would have,
 	// to handle.
 	Pending uint64
+	// KeyedStream is a keyed function's keyed stream, whose partition
+	// consumers it reads instead of a consumer on Stream. Exists says
+	// whether the stream does, Partitions how many partitions its keys
+	// are hashed to (the server's, or the manifest's for a new one), and
+	// Pending how many messages it holds not yet handled.
+	KeyedStream string
+	Partitions  int
 }
 
 // PlanStarts is every function's StartPlan on the server js reaches. It
@@ -43,7 +51,11 @@ func PlanStarts(ctx context.Context, js jetstream.JetStream, m *manifest.Manifes
 	positions := openPositions(ctx, js, m, false, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	out := make([]StartPlan, 0, len(m.Functions))
 	for _, f := range m.Functions {
-		p, err := planStart(ctx, js, f, positions)
+		plan := planStart
+		if f.IsKeyed() {
+			plan = planKeyed
+		}
+		p, err := plan(ctx, js, f, positions)
 		if err != nil {
 			return nil, fmt.Errorf("function %s: %w", f.Name, err)
 		}
@@ -75,6 +87,23 @@ func planStart(ctx context.Context, js jetstream.JetStream, f manifest.FunctionS
 	}
 	p.Start = d.why
 	p.Pending, err = countFrom(ctx, s, f, d)
+	return p, err
+}
+
+// planKeyed is a keyed function's plan: its keyed stream, and where a new
+// one starts (the manifest's start:, applied once when jetfn makes it).
+func planKeyed(ctx context.Context, js jetstream.JetStream, f manifest.FunctionSpec, _ *positionStore) (StartPlan, error) {
+	p := StartPlan{Function: f.Name, Consumer: f.Durable, Stream: f.Stream, KeyedStream: f.KeyedStreamName(), Partitions: f.Partitions}
+	s, err := js.Stream(ctx, p.KeyedStream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		p.Start = "manifest start " + cmp.Or(f.Start, manifest.StartAll) + ", from the input stream " + f.Stream
+		return p, nil
+	}
+	if err != nil {
+		return p, fmt.Errorf("looking up keyed stream %s: %w", p.KeyedStream, err)
+	}
+	p.Exists, p.Pending = true, s.CachedInfo().State.Msgs
+	p.Partitions, err = partitionsOn(ctx, s, f)
 	return p, err
 }
 

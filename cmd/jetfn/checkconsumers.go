@@ -24,6 +24,17 @@ func checkConsumers(ctx context.Context, m *manifest.Manifest, server string, cf
 		for _, p := range plans {
 			fmt.Fprintln(out, describeStart(p))
 		}
+		// What deploy would refuse, check says first.
+		refusals, err := runtime.ServerRefusals(ctx, js, m)
+		if err != nil {
+			return fmt.Errorf("asking %s about the streams: %w", redactURLs(server), err)
+		}
+		for _, r := range refusals {
+			fmt.Fprintf(out, "! %s\n", r)
+		}
+		if len(refusals) > 0 {
+			return errCheckFailed
+		}
 		return nil
 	})
 }
@@ -31,6 +42,12 @@ func checkConsumers(ctx context.Context, m *manifest.Manifest, server string, cf
 // describeStart is one function's line.
 func describeStart(p runtime.StartPlan) string {
 	switch {
+	case p.KeyedStream != "" && !p.Exists:
+		return fmt.Sprintf("%s: keyed stream %s does not exist yet; jetfn would create it, with %d partitions: %s",
+			p.Function, p.KeyedStream, p.Partitions, p.Start)
+	case p.KeyedStream != "":
+		return fmt.Sprintf("%s: keyed stream %s exists (%d partitions, %d messages not yet handled)",
+			p.Function, p.KeyedStream, p.Partitions, p.Pending)
 	case p.StreamMissing:
 		return fmt.Sprintf("%s: stream %s does not exist yet; jetfn creates it, and consumer %s starts with nothing stored",
 			p.Function, p.Stream, p.Consumer)
