@@ -408,6 +408,7 @@ func (b *binding) keyStatus(ctx context.Context, s *wire.Stats) {
 		}
 		s.NumPending += info.NumPending
 		s.NumAckPending += info.NumAckPending
+		notePause(s, info)
 		if info.NumAckPending > 0 {
 			s.KeysActive++
 		}

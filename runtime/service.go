@@ -10,6 +10,7 @@ import (
 	"github.com/jetfn/jetfn/manifest"
 	"github.com/jetfn/jetfn/wire"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 )
 
@@ -117,6 +118,19 @@ func (b *binding) status() wire.Stats {
 	if info, err := b.consumer.get().Info(ctx); err == nil {
 		s.NumPending = info.NumPending
 		s.NumAckPending = info.NumAckPending
+		notePause(&s, info)
 	}
 	return s
+}
+
+// notePause records a consumer's server-side pause (`jetfn pause`) in
+// the stats: the latest time any of the function's consumers resumes.
+func notePause(s *wire.Stats, info *jetstream.ConsumerInfo) {
+	if !info.Paused {
+		return
+	}
+	until := time.Now().Add(info.PauseRemaining).UTC().Truncate(time.Second)
+	if s.PausedUntil == nil || until.After(*s.PausedUntil) {
+		s.PausedUntil = &until
+	}
 }

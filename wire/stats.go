@@ -61,6 +61,9 @@ type Stats struct {
 	KeyRateLimit    string `json:"key_rate_limit,omitempty"`
 	KeyRateDeferred uint64 `json:"key_rate_deferred,omitempty"`
 	KeyRateWaiting  int64  `json:"key_rate_waiting,omitempty"`
+	// PausedUntil is set while the function is paused on the server
+	// (`jetfn pause`): when the server resumes it by itself.
+	PausedUntil *time.Time `json:"paused_until,omitempty"`
 	// Singleton is, for a singleton function, "active" on the instance
 	// that pulls its messages now and "standby" on the others.
 	Singleton string `json:"singleton,omitempty"`

@@ -27,6 +27,8 @@ func commands() []command {
 		{"permissions", "print the NATS permissions a runtime instance needs for a manifest", cmdPermissions},
 		{"deploy", "show a manifest's plan and store it as a deployment's new revision (--yes)", cmdDeploy},
 		{"rollback", "restore a deployment's previous revision", cmdRollback},
+		{"pause", "pause a function on the server, every instance at once, until a time or `jetfn resume`", cmdPause},
+		{"resume", "resume a paused function", cmdResume},
 		{"status", "show every running function instance: counters, pending, last error (--watch, --json)", cmdStatus},
 		{"dlq", "list, show and replay dead letters: `dlq ls`, `dlq show SEQ`, `dlq replay SEQ|--function F|--all`", cmdDLQ},
 		{"console", "serve the web console against NATS_URL: functions, runs, dead letters, deploys (read-only without a token)", cmdConsole},

@@ -161,3 +161,35 @@ func TestWithoutAStack(t *testing.T) {
 		})
 	}
 }
+
+// TestPauseCommand: pause and resume a function by name, with status
+// saying so between; mistakes get their exit codes.
+func TestPauseCommand(t *testing.T) {
+	_, rt := opsEnv(t)
+	steps := []struct {
+		name     string
+		args     []string
+		wantCode int
+		wantOut  string
+	}{
+		{name: "pause", args: []string{"pause", "greeter", "--until", "30m"}, wantOut: "paused greeter until 20"},
+		{name: "status", args: []string{"status", "--wait", "200ms"}, wantOut: "paused until 20"},
+		{name: "pause until resumed", args: []string{"pause", "--", "greeter"}, wantOut: "paused greeter until `jetfn resume greeter`: 1 consumers (TEST/greeter)"},
+		{name: "status", args: []string{"status", "--wait", "200ms"}, wantOut: "paused until resumed (jetfn resume)"},
+		{name: "resume", args: []string{"resume", "greeter"}, wantOut: "resumed greeter: 1 consumers (TEST/greeter)"},
+		{name: "an unknown function", args: []string{"pause", "nobody"}, wantCode: 1, wantOut: "no consumer of that function on this server: nobody"},
+		{name: "a time past", args: []string{"pause", "greeter", "--until", "2020-01-01T00:00:00Z"}, wantCode: 2, wantOut: "is not in the future"},
+		{name: "no function", args: []string{"resume"}, wantCode: 2, wantOut: "give exactly one FUNCTION"},
+	}
+	for _, st := range steps {
+		if st.name == "status" {
+			// the instance reads the pause from its consumer's info
+			runtimetest.Eventually(t, 10*time.Second, "the pause in the stats", func() bool { return rt.Stats()[0].PausedUntil != nil })
+		}
+		var out bytes.Buffer
+		code := realMain(context.Background(), st.args, &out, &out)
+		if code != st.wantCode || !strings.Contains(out.String(), st.wantOut) {
+			t.Fatalf("%s: exit %d, output:\n%s\nwant exit %d and %q", st.name, code, out.String(), st.wantCode, st.wantOut)
+		}
+	}
+}

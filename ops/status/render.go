@@ -38,7 +38,19 @@ func WriteTable(w io.Writer, instances []Instance, now time.Time) error {
 // explains an idle function better than a remote's error, and either
 // better than the last handler error.
 func problem(s wire.Stats) string {
-	return cmp.Or(s.ConsumerError, s.RemoteError, s.LastError)
+	paused := ""
+	if s.PausedUntil != nil {
+		paused = "paused until " + pausedUntil(*s.PausedUntil) + " (jetfn resume)"
+	}
+	return cmp.Or(s.ConsumerError, paused, s.RemoteError, s.LastError)
+}
+
+// pausedUntil is a pause's end, or "resumed" for one without --until.
+func pausedUntil(t time.Time) string {
+	if t.After(time.Now().AddDate(50, 0, 0)) {
+		return "resumed"
+	}
+	return t.Format(time.RFC3339)
 }
 
 // revision is the deployment revision an instance runs, with the digest of
