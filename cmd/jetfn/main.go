@@ -29,6 +29,7 @@ func commands() []command {
 		{"rollback", "restore a deployment's previous revision", cmdRollback},
 		{"pause", "pause a function on the server, every instance at once, until a time or `jetfn resume`", cmdPause},
 		{"resume", "resume a paused function", cmdResume},
+		{"rewind", "move a function's consumer back (or forward) to a stream sequence or time, saying first what is handled again", cmdRewind},
 		{"status", "show every running function instance: counters, pending, last error (--watch, --json)", cmdStatus},
 		{"dlq", "list, show and replay dead letters: `dlq ls`, `dlq show SEQ`, `dlq replay SEQ|--function F|--all`", cmdDLQ},
 		{"console", "serve the web console against NATS_URL: functions, runs, dead letters, deploys (read-only without a token)", cmdConsole},

@@ -193,3 +193,40 @@ func TestPauseCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestRewindCommand: a dry run says what a rewind does, the real one asks
+// first (or takes --yes), and the greeter handles the messages again.
+func TestRewindCommand(t *testing.T) {
+	nc, rt := opsEnv(t)
+	manifest := filepath.Join(t.TempDir(), "m.yaml")
+	if err := os.WriteFile(manifest, []byte(runtest.Manifest), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runtest.Publish(t, nc, "test.in", `{"name":"a"}`, "")
+	runtest.Publish(t, nc, "test.in", `{"name":"b"}`, "")
+	runtimetest.Eventually(t, 10*time.Second, "two handled", func() bool { return runtest.Settled(rt, "greeter", 2) })
+	confirmInput = strings.NewReader("n\n")
+	t.Cleanup(func() { confirmInput = os.Stdin })
+	steps := []struct {
+		name     string
+		args     []string
+		wantCode int
+		wantOut  string
+	}{
+		{name: "dry run", args: []string{"rewind", "greeter", "--to", "1", "--dry-run", "--manifest", manifest},
+			wantOut: "greeter: consumer greeter on TEST would deliver stream sequence 1 next: 2 messages are handled again (the function has no outputs)"},
+		{name: "not confirmed", args: []string{"rewind", "greeter", "--to", "1", "--manifest", manifest}, wantCode: 1, wantOut: "not rewound: not confirmed"},
+		{name: "rewind", args: []string{"rewind", "greeter", "--to", "1", "--yes", "--manifest", manifest},
+			wantOut: "rewound greeter: consumer greeter delivers stream sequence 1 next"},
+		{name: "an unknown function", args: []string{"rewind", "nobody", "--to", "1", "--manifest", manifest}, wantCode: 1, wantOut: "has no function nobody"},
+		{name: "no target", args: []string{"rewind", "greeter", "--to", "yesterday", "--manifest", manifest}, wantCode: 2, wantOut: "want a stream sequence"},
+	}
+	for _, st := range steps {
+		var out bytes.Buffer
+		code := realMain(context.Background(), st.args, &out, &out)
+		if code != st.wantCode || !strings.Contains(out.String(), st.wantOut) {
+			t.Fatalf("%s: exit %d, output:\n%s\nwant exit %d and %q", st.name, code, out.String(), st.wantCode, st.wantOut)
+		}
+	}
+	runtimetest.Eventually(t, 10*time.Second, "the two handled again", func() bool { return runtest.Settled(rt, "greeter", 4) })
+}
