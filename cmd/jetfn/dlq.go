@@ -22,7 +22,7 @@ const defaultDLQManifest = "manifests/local.yaml"
 
 const dlqUsage = "Usage: jetfn dlq ls [--function F] [--json]\n" +
 	"       jetfn dlq show SEQ [--json]\n" +
-	"       jetfn dlq replay SEQ|--function F|--all [--dry-run] [--force]"
+	"       jetfn dlq replay SEQ|--function F|--all [--since T] [--until T] [--error TEXT] [--dry-run] [--force]"
 
 // cmdDLQ lists, shows and replays dead letters.
 func cmdDLQ(ctx context.Context, args []string, out, errOut io.Writer) error {
@@ -83,9 +83,12 @@ func dlqShow(ctx context.Context, args []string, out, errOut io.Writer) error {
 }
 
 func dlqReplay(ctx context.Context, args []string, out, errOut io.Writer) error {
-	fs := newFlags("dlq replay", "dlq replay SEQ|--function F|--all [--dry-run] [--force] [--manifest FILE]", errOut)
+	fs := newFlags("dlq replay", "dlq replay SEQ|--function F|--all [--since T] [--until T] [--error TEXT] [--dry-run] [--force] [--manifest FILE]", errOut)
 	function := fs.String("function", "", "replay every dead letter of this function")
 	all := fs.Bool("all", false, "replay every dead letter")
+	since := fs.String("since", "", "with --function or --all: only those stored from this RFC 3339 time, or this long ago (2h)")
+	until := fs.String("until", "", "with --function or --all: only those stored before this RFC 3339 time, or this long ago")
+	errorText := fs.String("error", "", "with --function or --all: only those whose error contains this text (any case)")
 	var opts dlq.ReplayOptions
 	fs.BoolVar(&opts.DryRun, "dry-run", false, "print what would be replayed and change nothing")
 	fs.BoolVar(&opts.Force, "force", false, "replay a dead letter again that was already replayed")
@@ -103,6 +106,13 @@ func dlqReplay(ctx context.Context, args []string, out, errOut io.Writer) error 
 	if chosen != 1 || len(seqs) > 1 {
 		return usageError(errors.New("dlq replay needs exactly one of SEQ, --function F or --all"))
 	}
+	sel, err := replaySelection(*function, *since, *until, *errorText, time.Now())
+	if err != nil {
+		return usageError(err)
+	}
+	if len(seqs) == 1 && sel != (dlq.Selection{}) {
+		return usageError(errors.New("--since, --until and --error select among --function F or --all, not a SEQ"))
+	}
 	return withDLQ(ctx, *manifest, errOut, func(store *dlq.Store) error {
 		if len(seqs) == 1 {
 			r, err := store.Replay(ctx, seqs[0], opts)
@@ -112,7 +122,8 @@ func dlqReplay(ctx context.Context, args []string, out, errOut io.Writer) error 
 			dlq.WriteReplay(out, r, nil)
 			return nil
 		}
-		failed, err := store.ReplayAll(ctx, *function, opts, func(r dlq.Replay, err error) { dlq.WriteReplay(out, r, err) })
+		opts.Progress = replayProgress(errOut)
+		failed, err := store.ReplayAll(ctx, sel, opts, func(r dlq.Replay, err error) { dlq.WriteReplay(out, r, err) })
 		if err != nil {
 			return err
 		}
@@ -121,6 +132,40 @@ func dlqReplay(ctx context.Context, args []string, out, errOut io.Writer) error 
 		}
 		return nil
 	})
+}
+
+// replaySelection reads a bulk replay's filters; a time is RFC 3339 or a
+// duration before now.
+func replaySelection(function, since, until, errorText string, now time.Time) (dlq.Selection, error) {
+	sel := dlq.Selection{Function: function, ErrorContains: errorText}
+	for _, t := range []struct {
+		flag, value string
+		into        *time.Time
+	}{{"--since", since, &sel.Since}, {"--until", until, &sel.Until}} {
+		if t.value == "" {
+			continue
+		}
+		at, err := time.Parse(time.RFC3339, t.value)
+		if err != nil {
+			ago, derr := time.ParseDuration(t.value)
+			if derr != nil || ago < 0 {
+				return sel, fmt.Errorf("%s %q: want an RFC 3339 time (2026-12-24T18:00:00Z) or how long ago (2h)", t.flag, t.value)
+			}
+			at = now.Add(-ago)
+		}
+		*t.into = at
+	}
+	return sel, nil
+}
+
+// replayProgress prints a bulk replay's progress line to w: every hundred
+// dead letters, and at the end.
+func replayProgress(w io.Writer) func(done, total, failed int) {
+	return func(done, total, failed int) {
+		if done%100 == 0 || done == total {
+			fmt.Fprintf(w, "dlq replay: %d of %d done, %d not replayed\n", done, total, failed)
+		}
+	}
 }
 
 // deadLetterManifestFlag is the --manifest of the commands that only need

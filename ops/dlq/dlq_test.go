@@ -192,7 +192,7 @@ func TestDryRun(t *testing.T) {
 		t.Fatalf("dry run = %+v, %v", r, err)
 	}
 	var n int
-	_, err = e.store.ReplayAll(ctx, "", dlq.ReplayOptions{DryRun: true}, func(dlq.Replay, error) { n++ })
+	_, err = e.store.ReplayAll(ctx, dlq.Selection{}, dlq.ReplayOptions{DryRun: true}, func(dlq.Replay, error) { n++ })
 	if err != nil || n != 2 {
 		t.Fatalf("dry run of all = %v after %d reports, want 2", err, n)
 	}
@@ -213,7 +213,7 @@ func TestReplayAll(t *testing.T) {
 	ctx := context.Background()
 	var got []string
 	second := e.identityOf(2) + ":replay:1"
-	failed, err := e.store.ReplayAll(ctx, "greeter", dlq.ReplayOptions{}, func(r dlq.Replay, err error) {
+	failed, err := e.store.ReplayAll(ctx, dlq.Selection{Function: "greeter"}, dlq.ReplayOptions{}, func(r dlq.Replay, err error) {
 		if err != nil {
 			t.Errorf("replaying %d: %v", r.Seq, err)
 		}
@@ -234,4 +234,48 @@ func equal[T comparable](a, b []T) bool {
 		}
 	}
 	return true
+}
+
+// TestReplaySelection: a bulk replay picks by error text (any case) and
+// by the time a dead letter was stored, and says its progress.
+func TestReplaySelection(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	second, err := e.store.Get(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqs := func(sel dlq.Selection) []uint64 {
+		letters, err := e.store.Select(ctx, sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := []uint64{}
+		for _, l := range letters {
+			out = append(out, l.Seq)
+		}
+		return out
+	}
+	tests := []struct {
+		name string
+		sel  dlq.Selection
+		want []uint64
+	}{
+		{"error text", dlq.Selection{ErrorContains: "POISONED"}, []uint64{1}},
+		{"since", dlq.Selection{Since: second.Stored}, []uint64{2}},
+		{"until", dlq.Selection{Until: second.Stored}, []uint64{1}},
+		{"function and error", dlq.Selection{Function: "greeter", ErrorContains: "nothing like it"}, []uint64{}},
+	}
+	for _, tt := range tests {
+		if got := seqs(tt.sel); !equal(got, tt.want) {
+			t.Errorf("%s: selected %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	var progress []string
+	opts := dlq.ReplayOptions{Progress: func(done, total, failed int) { progress = append(progress, fmt.Sprint(done, "/", total, " ", failed)) }}
+	var replayed []uint64
+	failed, err := e.store.ReplayAll(ctx, dlq.Selection{ErrorContains: "poisoned"}, opts, func(r dlq.Replay, err error) { replayed = append(replayed, r.Seq) })
+	if err != nil || failed != 0 || !equal(replayed, []uint64{1}) || !equal(progress, []string{"1/1 0"}) {
+		t.Fatalf("ReplayAll = %d failed, %v, replayed %v, progress %v; want only 1, one progress line", failed, err, replayed, progress)
+	}
 }

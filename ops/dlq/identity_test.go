@@ -104,7 +104,7 @@ functions:
 		letters, err := store.List(ctx, "recorder")
 		return err == nil && len(letters) == 2
 	})
-	if _, err := store.ReplayAll(ctx, "recorder", dlq.ReplayOptions{}, func(r dlq.Replay, err error) {
+	if _, err := store.ReplayAll(ctx, dlq.Selection{Function: "recorder"}, dlq.ReplayOptions{}, func(r dlq.Replay, err error) {
 		if err != nil {
 			t.Errorf("replaying %d: %v", r.Seq, err)
 		}

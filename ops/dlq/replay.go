@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -20,6 +22,9 @@ type ReplayOptions struct {
 	// Force replays a dead letter that was already replayed, under the
 	// next attempt number.
 	Force bool
+	// Progress, if set, hears after each dead letter of a ReplayAll how
+	// many of how many are done, and how many of those failed.
+	Progress func(done, total, failed int)
 }
 
 // Replay is what a replay did, or would do with DryRun.
@@ -123,15 +128,46 @@ func (s *Store) replay(ctx context.Context, l Letter, key string, prev *Record, 
 	return nil
 }
 
-// ReplayAll replays every dead letter (of function, if not empty) and
-// reports each result, or why it was not replayed, to report. It returns
-// how many were not replayed.
-func (s *Store) ReplayAll(ctx context.Context, function string, opts ReplayOptions, report func(Replay, error)) (failed int, err error) {
-	letters, err := s.List(ctx, function)
+// Selection picks dead letters for a bulk replay: every field set must
+// match.
+type Selection struct {
+	// Function keeps one function's dead letters.
+	Function string
+	// Since and Until keep the dead letters stored from Since and before
+	// Until.
+	Since, Until time.Time
+	// ErrorContains keeps those whose error contains it, in any case.
+	ErrorContains string
+}
+
+// keeps says whether l is selected (its function already is).
+func (sel Selection) keeps(l Letter) bool {
+	return (sel.Since.IsZero() || !l.Stored.Before(sel.Since)) &&
+		(sel.Until.IsZero() || l.Stored.Before(sel.Until)) &&
+		(sel.ErrorContains == "" || strings.Contains(strings.ToLower(l.Error), strings.ToLower(sel.ErrorContains)))
+}
+
+// Select lists the dead letters sel picks, in sequence order.
+func (s *Store) Select(ctx context.Context, sel Selection) ([]Letter, error) {
+	letters, err := s.List(ctx, sel.Function)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(letters, func(l Letter) bool { return !sel.keeps(l) }), nil
+}
+
+// ReplayAll replays every dead letter sel picks and reports each result,
+// or why it was not replayed, to report, and after each how many of how
+// many are done to opts.Progress. It returns how many were not replayed.
+func (s *Store) ReplayAll(ctx context.Context, sel Selection, opts ReplayOptions, report func(Replay, error)) (failed int, err error) {
+	letters, err := s.Select(ctx, sel)
 	if err != nil {
 		return 0, err
 	}
-	for _, l := range letters {
+	if len(letters) == 0 && opts.Progress != nil {
+		opts.Progress(0, 0, 0)
+	}
+	for i, l := range letters {
 		r, err := s.Replay(ctx, l.Seq, opts)
 		if err != nil {
 			r.Seq, r.Function = l.Seq, l.Function
@@ -141,6 +177,9 @@ func (s *Store) ReplayAll(ctx context.Context, function string, opts ReplayOptio
 			}
 		}
 		report(r, err)
+		if opts.Progress != nil {
+			opts.Progress(i+1, len(letters), failed)
+		}
 	}
 	return failed, nil
 }
