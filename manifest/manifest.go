@@ -73,6 +73,9 @@ type StreamSpec struct {
 	// Source, set only by jetfn for a keyed stream (keyed.go), copies
 	// another stream's messages into this one.
 	Source *SourceSpec `yaml:"-"`
+	// AllowSchedules, set by jetfn when a scheduled function reads the
+	// stream (schedule.go), lets the server keep message schedules in it.
+	AllowSchedules bool `yaml:"-"`
 }
 
 // FunctionSpec binds one function to a durable pull consumer: a compiled-in
@@ -129,6 +132,9 @@ type FunctionSpec struct {
 	Ordered        bool     `yaml:"ordered"`
 	KeyConcurrency int      `yaml:"keyConcurrency"`
 	Partitions     int      `yaml:"partitions"`
+	// Schedule triggers the function by the clock (schedule.go): the
+	// server stores a tick on its subject at each time.
+	Schedule *ScheduleSpec `yaml:"schedule"`
 	// KeyRateLimit is the most messages of one key a keyed function
 	// handles per period, all its instances together: a message of a key
 	// whose turn has not come goes back to the server until it has, and
@@ -321,7 +327,17 @@ func (m *Manifest) applyDefaults() {
 		m.Streams[i].applyDefaults()
 	}
 	for i := range m.Functions {
-		m.Functions[i].applyDefaults()
+		f := &m.Functions[i]
+		f.applyDefaults()
+		if f.Schedule == nil {
+			continue
+		}
+		orDefault(&f.Schedule.Missed, MissedOnce)
+		for j := range m.Streams {
+			if m.Streams[j].Name == f.Stream {
+				m.Streams[j].AllowSchedules = true
+			}
+		}
 	}
 }
 

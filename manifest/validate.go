@@ -163,6 +163,7 @@ func (m *Manifest) validateFunction(fat place, f *FunctionSpec, add problemFunc)
 		add(fat.Key("durable"), "%q may hold only letters, digits, - and _", f.Durable)
 	}
 	m.validateSubjects(fat, f, add)
+	m.validateSchedule(fat, f, add)
 	m.validateInputRetention(f, add)
 	if f.AckWait <= 0 {
 		add(fat.Key("ackWait"), "must be positive")

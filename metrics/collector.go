@@ -75,6 +75,8 @@ var perFunctionMetrics = []perFunction{
 		func(s wire.Stats) uint64 { return s.KeyRateDeferred }).when(hasKeyRate),
 	gauge("jetfn_key_rate_waiting", "For a function with keyRateLimit: messages this instance sent back that wait for their key's turn now.",
 		func(s wire.Stats) float64 { return float64(s.KeyRateWaiting) }).when(hasKeyRate),
+	counter("jetfn_ticks_skipped_total", "For a scheduled function: ticks its missed: policy skipped (they waited while no instance ran).",
+		func(s wire.Stats) uint64 { return s.TicksSkipped }).when(func(s wire.Stats) bool { return s.Schedule != "" }),
 	gauge("jetfn_paused", "1 while the function is paused on the server (jetfn pause), else 0: nothing is handled, and /readyz still passes.",
 		func(s wire.Stats) float64 { return boolGauge(s.PausedUntil != nil) }),
 	gauge("jetfn_singleton_active", "For a singleton function: 1 on the instance that pulls its messages now, 0 on those standing by.",

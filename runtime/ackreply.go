@@ -18,6 +18,10 @@ type ackMeta struct {
 	// router reads a gap in it as messages that went elsewhere.
 	consumerSeq uint64
 	timestamp   int64
+	// pending is how many messages the consumer had left after this one
+	// when it delivered it: a schedule's tick with some after it is
+	// superseded (schedule.go).
+	pending uint64
 }
 
 // parseAckReply reads a JetStream ack subject:
@@ -57,7 +61,8 @@ func parseAckReply(reply string) (ackMeta, bool) {
 	if !ok1 || !ok2 || !ok3 || !ok4 || ts > math.MaxInt64 {
 		return ackMeta{}, false
 	}
-	return ackMeta{stream: tok[i], numDelivered: delivered, streamSeq: sseq, consumerSeq: cseq, timestamp: int64(ts)}, true
+	pending, _ := decimal(tok[i+6])
+	return ackMeta{stream: tok[i], numDelivered: delivered, streamSeq: sseq, consumerSeq: cseq, timestamp: int64(ts), pending: pending}, true
 }
 
 // ackPrefix is the start of every v1 ack subject of one consumer:
@@ -94,7 +99,7 @@ func parseOwnAckReply(reply, prefix, stream string) (ackMeta, bool) {
 	if rest != "" || nums[3] > math.MaxInt64 {
 		return parseAckReply(reply) // more tokens: not the v1 form after all
 	}
-	return ackMeta{stream: stream, numDelivered: nums[0], streamSeq: nums[1], consumerSeq: nums[2], timestamp: int64(nums[3])}, true
+	return ackMeta{stream: stream, numDelivered: nums[0], streamSeq: nums[1], consumerSeq: nums[2], timestamp: int64(nums[3]), pending: nums[4]}, true
 }
 
 // leadingDecimal reads the decimal that s starts with, up to the first

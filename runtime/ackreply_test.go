@@ -12,7 +12,7 @@ func TestParseAckReply(t *testing.T) {
 		ok    bool
 	}{
 		{"v1", "$JS.ACK.ORDERS.fn.3.1042.77.1733000000000000000.5",
-			ackMeta{stream: "ORDERS", numDelivered: 3, streamSeq: 1042, consumerSeq: 77, timestamp: 1733000000000000000}, true},
+			ackMeta{stream: "ORDERS", numDelivered: 3, streamSeq: 1042, consumerSeq: 77, timestamp: 1733000000000000000, pending: 5}, true},
 		{"v2 with domain, account hash and token", "$JS.ACK.hub.ACCHASH.ORDERS.fn.1.7.7.1733000000000000001.0.tok",
 			ackMeta{stream: "ORDERS", numDelivered: 1, streamSeq: 7, consumerSeq: 7, timestamp: 1733000000000000001}, true},
 		{"too few tokens", "$JS.ACK.ORDERS.fn.3.1042", ackMeta{}, false},

@@ -286,6 +286,9 @@ func (r *Runtime) pruneConsumer(ctx context.Context, old *manifest.Manifest, nam
 		r.pruneKeyed(ctx, spec)
 		return
 	}
+	if spec.Schedule != nil {
+		r.pruneSchedule(ctx, spec)
+	}
 	if err := r.js.DeleteConsumer(ctx, spec.Stream, spec.Durable); err != nil {
 		r.opts.log.Warn("pruning a removed function's consumer", "function", name, "err", err)
 		return

@@ -35,6 +35,8 @@ func streamConfig(s manifest.StreamSpec) jetstream.StreamConfig {
 		MaxMsgs:    unlimitedIfZero(s.MaxMsgs),
 		MaxBytes:   unlimitedIfZero(s.MaxBytes),
 		Sources:    sourcesOf(s.Source),
+		// Message schedules, for a scheduled function's ticks.
+		AllowMsgSchedules: s.AllowSchedules,
 	}
 }
 
@@ -62,6 +64,8 @@ func overlayStream(have jetstream.StreamConfig, s manifest.StreamSpec) jetstream
 		keepSourceStart(have.Sources, want.Sources)
 		out.Sources = want.Sources
 	}
+	// The server cannot turn message schedules off once on.
+	out.AllowMsgSchedules = have.AllowMsgSchedules || want.AllowMsgSchedules
 	out.Metadata = withoutServerKeys(have.Metadata)
 	return out
 }

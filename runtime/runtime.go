@@ -348,6 +348,17 @@ func (r *Runtime) connect(ctx context.Context, b *binding, m *manifest.Manifest)
 	if err := checkInputRetention(stream, spec); err != nil {
 		return err
 	}
+	if !r.opts.noProvision && !spec.IsKeyed() && stream.CachedInfo().Config.AllowMsgSchedules {
+		err := ensureSchedule(ctx, r.js, stream, spec)
+		if err != nil && spec.Schedule != nil {
+			return err
+		}
+		if err != nil {
+			// Without a schedule in the manifest, the permissions may not
+			// cover the look for one a deploy removed.
+			b.log.Warn("looking for a schedule a deploy removed; purge it by hand if ticks go on", "subject", spec.ScheduleSubject(), "err", err)
+		}
+	}
 	r.shareLimits(b, m)
 	if spec.IsKeyed() {
 		return r.connectParts(ctx, b, stream, m)

@@ -92,6 +92,9 @@ func (b *binding) status() wire.Stats {
 	if b.rate != nil {
 		s.RateLimit, s.RateHeld = b.spec.RateLimit.String(), b.rate.held.Load()
 	}
+	if b.spec.Schedule != nil {
+		s.Schedule = b.spec.Schedule.Pattern()
+	}
 	if l := b.keyRate; l != nil {
 		s.KeyRateLimit, s.KeyRateDeferred, s.KeyRateWaiting = b.spec.KeyRateLimit.String(), l.deferred.Load(), l.waiting.Load()
 	}

@@ -20,6 +20,7 @@ type counters struct {
 	deadLetterFailures          atomic.Uint64
 	heartbeats, bufferBeats     atomic.Uint64
 	duplicateOutputs, abandoned atomic.Uint64
+	ticksSkipped                atomic.Uint64
 	abandonedRunning            atomic.Int64
 	ewma                        atomic.Int64 // nanoseconds, see recentAverage
 	lastError                   atomic.Pointer[string]
@@ -159,6 +160,7 @@ func (c *counters) snapshot(function string) wire.Stats {
 		DuplicateOutputs: c.duplicateOutputs.Load(),
 		Abandoned:        c.abandoned.Load(),
 		AbandonedRunning: c.abandonedRunning.Load(),
+		TicksSkipped:     c.ticksSkipped.Load(),
 	}
 	if p := c.lastError.Load(); p != nil {
 		s.LastError = *p

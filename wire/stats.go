@@ -61,6 +61,10 @@ type Stats struct {
 	KeyRateLimit    string `json:"key_rate_limit,omitempty"`
 	KeyRateDeferred uint64 `json:"key_rate_deferred,omitempty"`
 	KeyRateWaiting  int64  `json:"key_rate_waiting,omitempty"`
+	// Schedule is a scheduled function's schedule (its Nats-Schedule
+	// pattern); TicksSkipped counts the ticks its missed: policy skipped.
+	Schedule     string `json:"schedule,omitempty"`
+	TicksSkipped uint64 `json:"ticks_skipped,omitempty"`
 	// PausedUntil is set while the function is paused on the server
 	// (`jetfn pause`): when the server resumes it by itself.
 	PausedUntil *time.Time `json:"paused_until,omitempty"`

@@ -1,0 +1,182 @@
+package manifest
+
+// A scheduled function (schedule:) is triggered by the clock instead of,
+// or beside, its publishers: jetfn keeps one schedule message on the
+// function's schedule subject, and nats-server (2.12 @every, 2.14 cron
+// and time zones) stores a tick on the function's subject at each time,
+// in the function's stream. The ticks are ordinary messages of a durable
+// consumer, so each runs once across every instance, through restarts and
+// SIGKILLs, and nothing in a process keeps time.
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ScheduleSpec is a function's schedule: Cron or Every, not both.
+type ScheduleSpec struct {
+	// Cron is a cron pattern: five fields (minute hour day-of-month month
+	// day-of-week) or six (seconds first), or @hourly, @daily, @weekly,
+	// @monthly, @yearly.
+	Cron string `yaml:"cron"`
+	// Every is an interval of at least a second.
+	Every time.Duration `yaml:"every"`
+	// TimeZone is the IANA zone a Cron pattern's times are in (default
+	// UTC).
+	TimeZone string `yaml:"timeZone"`
+	// Missed says what happens to ticks that waited while no instance ran:
+	// MissedOnce (default) runs the newest once, late; MissedSkip runs no
+	// tick whose next tick is already due.
+	Missed string `yaml:"missed"`
+}
+
+// Values of ScheduleSpec.Missed.
+const (
+	MissedOnce = "once"
+	MissedSkip = "skip"
+)
+
+// ScheduleSubjectSuffix ends the subject of a function's schedule message:
+// its subject, then this.
+const ScheduleSubjectSuffix = ".jetfn-schedule"
+
+// ScheduleSubject is where f's schedule message is kept.
+func (f *FunctionSpec) ScheduleSubject() string { return f.Subject + ScheduleSubjectSuffix }
+
+// HasScheduleSubject says whether f could keep a schedule: a function
+// with one literal subject (validateSchedule).
+func (f *FunctionSpec) HasScheduleSubject() bool {
+	return f.Subject != "" && len(f.Subjects) == 0 && !strings.ContainsAny(f.Subject, "*>")
+}
+
+// Pattern is the schedule as the server's Nats-Schedule header takes it.
+func (s *ScheduleSpec) Pattern() string {
+	if s.Every > 0 {
+		return "@every " + s.Every.String()
+	}
+	if fields := strings.Fields(s.Cron); len(fields) == 5 {
+		return "0 " + strings.Join(fields, " ") // the server's patterns count seconds first
+	}
+	return strings.TrimSpace(s.Cron)
+}
+
+// validateSchedule checks a scheduled function's schedule and subject.
+func (m *Manifest) validateSchedule(fat place, f *FunctionSpec, add problemFunc) {
+	s := f.Schedule
+	if s == nil {
+		return
+	}
+	at := fat.Key("schedule")
+	switch {
+	case (s.Cron == "") == (s.Every == 0):
+		add(at, "give cron (such as \"*/5 * * * *\") or every (such as 30s), one of them")
+	case s.Every != 0 && (s.Every < time.Second || s.Every%time.Second != 0):
+		add(at, "every: %s must be whole seconds, at least 1s", s.Every)
+	case s.Every != 0 && s.TimeZone != "":
+		add(at, "timeZone applies to cron only: every counts from the schedule's start")
+	case s.Cron != "":
+		if err := checkCron(s.Cron); err != nil {
+			add(at, "cron %q: %v", s.Cron, err)
+		}
+	}
+	if s.TimeZone != "" {
+		if _, err := time.LoadLocation(s.TimeZone); err != nil {
+			add(at, "timeZone %q is not an IANA time zone such as Europe/Paris", s.TimeZone)
+		}
+	}
+	if s.Missed != "" && s.Missed != MissedOnce && s.Missed != MissedSkip {
+		add(at, "missed: %q: want once (run the newest tick that waited, late) or skip (run no tick whose next one is due)", s.Missed)
+	}
+	switch {
+	case !f.HasScheduleSubject():
+		add(fat.Key("subject"), "a scheduled function takes one literal subject: its ticks are stored there")
+	case f.IsKeyed():
+		add(at, "a keyed function cannot be scheduled: its ticks have no key")
+	default:
+		if stream, ok := m.Stream(f.Stream); ok && !CoveredByAny(f.ScheduleSubject(), stream.Subjects) {
+			add(fat.Key("subject"), "stream %s must also store %s, where jetfn keeps the schedule: add it (or %s.>) to its subjects",
+				stream.Name, f.ScheduleSubject(), f.Subject)
+		}
+	}
+}
+
+// cronFields are the bounds of the server's six cron fields, and the
+// names it takes for months and days of the week.
+var cronFields = []struct {
+	name     string
+	low, top int
+	names    []string
+}{{"second", 0, 59, nil}, {"minute", 0, 59, nil}, {"hour", 0, 23, nil}, {"day of month", 1, 31, nil},
+	{"month", 1, 12, []string{"jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"}},
+	{"day of week", 0, 6, []string{"sun", "mon", "tue", "wed", "thu", "fri", "sat"}}}
+
+// checkCron checks a pattern as the server will read it: each field a
+// comma-separated list of *, n or n-m (a number or a name), each with an
+// optional /step.
+func checkCron(pattern string) error {
+	switch strings.TrimSpace(pattern) {
+	case "@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly":
+		return nil
+	}
+	fields := strings.Fields(pattern)
+	if len(fields) == 5 {
+		fields = append([]string{"0"}, fields...)
+	}
+	if len(fields) != 6 {
+		return fmt.Errorf("%d fields: want 5 (minute hour day-of-month month day-of-week) or 6 (seconds first)", len(strings.Fields(pattern)))
+	}
+	for i, field := range fields {
+		for expr := range strings.SplitSeq(field, ",") {
+			if err := checkCronRange(expr, i); err != nil {
+				return fmt.Errorf("%s field %q: %v", cronFields[i].name, field, err)
+			}
+		}
+	}
+	return nil
+}
+
+// checkCronRange checks one range of field i.
+func checkCronRange(expr string, i int) error {
+	b := cronFields[i]
+	span, step, stepped := strings.Cut(expr, "/")
+	if stepped {
+		if n, err := strconv.Atoi(step); err != nil || n < 1 {
+			return fmt.Errorf("step %q is not a whole number of at least 1", step)
+		}
+	}
+	if span == "*" || span == "?" {
+		return nil
+	}
+	bounds := strings.Split(span, "-")
+	if len(bounds) > 2 {
+		return fmt.Errorf("%q has more than one -", span)
+	}
+	var values []int
+	for _, v := range bounds {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			n = b.low + slices.Index(b.names, strings.ToLower(v))
+			if n < b.low {
+				return fmt.Errorf("%q is not a number from %d to %d%s", v, b.low, b.top, namesHint(b.names))
+			}
+		}
+		if n < b.low || n > b.top {
+			return fmt.Errorf("%d is not from %d to %d", n, b.low, b.top)
+		}
+		values = append(values, n)
+	}
+	if len(values) == 2 && values[0] > values[1] {
+		return fmt.Errorf("range %s runs backwards", span)
+	}
+	return nil
+}
+
+func namesHint(names []string) string {
+	if names == nil {
+		return ""
+	}
+	return " or a name such as " + names[0]
+}

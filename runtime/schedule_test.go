@@ -1,0 +1,179 @@
+package runtime
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetfn/jetfn"
+	"github.com/jetfn/jetfn/manifest"
+	"github.com/jetfn/jetfn/runtime/runtimetest"
+)
+
+// ticks records every run of a scheduled function.
+type ticks struct {
+	mu   sync.Mutex
+	runs []tickRun
+}
+
+type tickRun struct {
+	seq       uint64
+	published time.Time
+	scheduler string
+	next      time.Time
+	ran       time.Time
+}
+
+func (k *ticks) Handle(_ context.Context, msg jetfn.Msg) error {
+	next, _ := time.Parse(time.RFC3339Nano, msg.Header.Get(scheduleNextHeader))
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.runs = append(k.runs, tickRun{seq: msg.StreamSequence, published: msg.Published, scheduler: msg.Header.Get(schedulerHeader),
+		next: next, ran: time.Now()})
+	return nil
+}
+
+func (k *ticks) count() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.runs)
+}
+
+func (k *ticks) snapshot() []tickRun {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return append([]tickRun(nil), k.runs...)
+}
+
+// tickManifest is fn triggered every second on test.tick.
+func tickManifest(t *testing.T, schedule string) *manifest.Manifest {
+	t.Helper()
+	return subjectManifest(t, "test.tick", "    schedule: "+schedule+"\n")
+}
+
+// storedOn counts the messages stream TEST holds on subject.
+func (e *testEnv) storedOn(subject string) uint64 {
+	e.t.Helper()
+	s, err := e.js.Stream(context.Background(), "TEST")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	info, err := s.Info(context.Background(), jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return info.State.Subjects[subject]
+}
+
+// TestScheduleTicksOnceAcrossInstances: every: 1s makes the server store a
+// tick on the function's subject each second, from one schedule message
+// though two instances started together; each tick runs once across
+// them, carrying its time (Published), the schedule's subject and the
+// next tick's time.
+func TestScheduleTicksOnceAcrossInstances(t *testing.T) {
+	env := newEnv(t)
+	h := &ticks{}
+	m := tickManifest(t, "{every: 1s}")
+	env.start(m, h)
+	env.start(m, h)
+	runtimetest.Eventually(t, 20*time.Second, "three ticks", func() bool { return h.count() >= 3 })
+	if n := env.storedOn("test.tick.jetfn-schedule"); n != 1 {
+		t.Fatalf("%d schedule messages stored, want 1", n)
+	}
+	seen := map[uint64]bool{}
+	runs := h.snapshot()
+	for i, r := range runs {
+		if seen[r.seq] {
+			t.Fatalf("tick %d ran twice", r.seq)
+		}
+		seen[r.seq] = true
+		if r.scheduler != "test.tick.jetfn-schedule" || !r.next.After(r.published) {
+			t.Fatalf("tick %+v: want the schedule's subject and a next tick after its own time", r)
+		}
+		if i > 0 && r.published.Sub(runs[i-1].published) < 500*time.Millisecond {
+			t.Errorf("ticks %d and %d stored %s apart, want about a second", runs[i-1].seq, r.seq, r.published.Sub(runs[i-1].published))
+		}
+	}
+}
+
+// TestScheduleMissedTicks: ticks stored while no instance ran are, with
+// missed: once, run once (the newest; the older are skipped and counted),
+// and with missed: skip, never run once their next tick is due.
+func TestScheduleMissedTicks(t *testing.T) {
+	for _, missed := range []string{manifest.MissedOnce, manifest.MissedSkip} {
+		t.Run(missed, func(t *testing.T) {
+			env := newEnv(t)
+			m := tickManifest(t, "{every: 1s, missed: "+missed+"}")
+			first := env.start(m, &ticks{})
+			runtimetest.Eventually(t, 20*time.Second, "a tick", func() bool { return env.storedOn("test.tick") >= 1 })
+			if err := first.stop(t); err != nil {
+				t.Fatal(err)
+			}
+			stored := env.storedOn("test.tick")
+			runtimetest.Eventually(t, 20*time.Second, "three ticks waiting", func() bool { return env.storedOn("test.tick") >= stored+3 })
+			h := &ticks{}
+			r := env.start(m, h)
+			runtimetest.Eventually(t, 20*time.Second, "the backlog skipped", func() bool { return r.rt.Stats()[0].TicksSkipped >= 2 })
+			for _, run := range h.snapshot() {
+				if missed == manifest.MissedSkip && run.ran.After(run.next) {
+					t.Errorf("tick %d ran at %s, after its next tick was due at %s", run.seq, run.ran, run.next)
+				}
+			}
+			if missed == manifest.MissedOnce {
+				runtimetest.Eventually(t, 20*time.Second, "a tick run after the restart", func() bool { return h.count() >= 1 })
+			}
+		})
+	}
+}
+
+// TestScheduleChangedAndRemoved: a live deploy that changes the schedule
+// replaces the schedule message; one that removes it purges it, which
+// ends the ticks.
+func TestScheduleChangedAndRemoved(t *testing.T) {
+	env := newEnv(t)
+	r := env.start(tickManifest(t, "{every: 1s}"), &ticks{})
+	ctx := context.Background()
+	s, err := env.js.Stream(ctx, "TEST")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.rt.Apply(ctx, tickManifest(t, `{cron: "0 3 * * *", timeZone: Europe/Paris}`)); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := s.GetLastMsgForSubject(ctx, "test.tick.jetfn-schedule")
+	if err != nil || stored.Header.Get(scheduleHeader) != "0 0 3 * * *" || stored.Header.Get(scheduleTimeZoneHeader) != "Europe/Paris" {
+		t.Fatalf("schedule after the deploy: %v, %v; want 0 0 3 * * * in Europe/Paris", stored, err)
+	}
+	if err := r.rt.Apply(ctx, subjectManifest(t, "test.tick", "")); err != nil {
+		t.Fatal(err)
+	}
+	if n := env.storedOn("test.tick.jetfn-schedule"); n != 0 {
+		t.Fatalf("%d schedule messages after the schedule was removed, want 0", n)
+	}
+}
+
+// TestSchedulePermissionsSufficient: a scheduled function run as a user
+// with the --provision permissions keeps its schedule, runs its ticks
+// and purges the schedule when a deploy removes it, with no violation.
+func TestSchedulePermissionsSufficient(t *testing.T) {
+	out := "    outputs:\n      - subject: test.out\n        stream: TEST\n"
+	m := subjectManifest(t, "test.tick", "    schedule: {every: 1s}\n"+out)
+	if err := m.Validate([]string{"fn"}); err != nil {
+		t.Fatal(err)
+	}
+	p := startPermsCase(t, m, m.Permissions(manifest.PermissionOptions{Provision: true}), true)
+	runtimetest.Eventually(t, 20*time.Second, "a tick's output", func() bool { return p.outputs() >= 1 })
+	unscheduled := subjectManifest(t, "test.tick", out)
+	if err := p.rt.Apply(context.Background(), unscheduled); err != nil {
+		t.Fatal(err)
+	}
+	if n := p.env.storedOn("test.tick.jetfn-schedule"); n != 0 {
+		t.Fatalf("%d schedule messages after the schedule was removed, want 0", n)
+	}
+	if v := p.log.Violations(); len(v) > 0 {
+		t.Fatalf("permission violations with the --provision permissions: %v\n%s", v, p.log.String())
+	}
+}
