@@ -53,7 +53,7 @@ func TestScheduleValidation(t *testing.T) {
 func TestSchedulePatterns(t *testing.T) {
 	for lines, want := range map[string]string{
 		`    schedule: {cron: "*/5 * * * *"}`:                        "0 */5 * * * *",
-		`    schedule: {cron: "30 0 9 * jan-mar mon,fri"}`:          "30 0 9 * jan-mar mon,fri",
+		`    schedule: {cron: "30 0 9 * jan-mar mon,fri"}`:           "30 0 9 * jan-mar mon,fri",
 		`    schedule: {cron: "@daily", timeZone: America/New_York}`: "@daily",
 		"    schedule: {every: 90s}":                                 "@every 1m30s",
 	} {
