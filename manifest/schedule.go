@@ -52,6 +52,22 @@ func (f *FunctionSpec) HasScheduleSubject() bool {
 	return f.Subject != "" && len(f.Subjects) == 0 && !strings.ContainsAny(f.Subject, "*>")
 }
 
+// ScheduleOwner says whether f keeps the schedule of its subject: it has
+// a schedule, or, without one, no other function of the manifest
+// schedules the same subject of the same stream (then f purges a schedule
+// a deploy removed from it).
+func (m *Manifest) ScheduleOwner(f FunctionSpec) bool {
+	if f.Schedule != nil {
+		return true
+	}
+	for _, g := range m.Functions {
+		if g.Schedule != nil && g.Stream == f.Stream && g.Subject == f.Subject {
+			return false
+		}
+	}
+	return true
+}
+
 // Pattern is the schedule as the server's Nats-Schedule header takes it.
 func (s *ScheduleSpec) Pattern() string {
 	if s.Every > 0 {
@@ -95,12 +111,28 @@ func (m *Manifest) validateSchedule(fat place, f *FunctionSpec, add problemFunc)
 		add(fat.Key("subject"), "a scheduled function takes one literal subject: its ticks are stored there")
 	case f.IsKeyed():
 		add(at, "a keyed function cannot be scheduled: its ticks have no key")
+	case m.scheduledTwice(f):
+		add(at, "another function schedules %s on stream %s: one schedule a subject", f.Subject, f.Stream)
 	default:
 		if stream, ok := m.Stream(f.Stream); ok && !CoveredByAny(f.ScheduleSubject(), stream.Subjects) {
 			add(fat.Key("subject"), "stream %s must also store %s, where jetfn keeps the schedule: add it (or %s.>) to its subjects",
 				stream.Name, f.ScheduleSubject(), f.Subject)
 		}
 	}
+}
+
+// scheduledTwice says whether a function before f in the manifest
+// schedules f's subject too: the second one is refused.
+func (m *Manifest) scheduledTwice(f *FunctionSpec) bool {
+	for _, g := range m.Functions {
+		if g.Name == f.Name {
+			return false
+		}
+		if g.Schedule != nil && g.Stream == f.Stream && g.Subject == f.Subject {
+			return true
+		}
+	}
+	return false
 }
 
 // cronFields are the bounds of the server's six cron fields, and the

@@ -48,6 +48,24 @@ func TestScheduleValidation(t *testing.T) {
 	}
 }
 
+// TestScheduleTwiceOnASubject: two functions cannot schedule one subject.
+func TestScheduleTwiceOnASubject(t *testing.T) {
+	doc := scheduledManifest("    schedule: {every: 1m}") + `  - name: publish-recording-event
+    version: 1.0.0
+    stream: TRANSCRIPTION
+    subject: transcription.session-ended
+    schedule: {every: 2m}
+`
+	m, err := Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "functions[1] (publish-recording-event).schedule: another function schedules transcription.session-ended on stream TRANSCRIPTION"
+	if err := m.Validate(known); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v, want %q", err, want)
+	}
+}
+
 // TestSchedulePatterns: five cron fields gain the server's seconds, names
 // and steps pass, and the function's stream allows schedules.
 func TestSchedulePatterns(t *testing.T) {

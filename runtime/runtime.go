@@ -348,7 +348,7 @@ func (r *Runtime) connect(ctx context.Context, b *binding, m *manifest.Manifest)
 	if err := checkInputRetention(stream, spec); err != nil {
 		return err
 	}
-	if !r.opts.noProvision && !spec.IsKeyed() && stream.CachedInfo().Config.AllowMsgSchedules {
+	if !r.opts.noProvision && !spec.IsKeyed() && stream.CachedInfo().Config.AllowMsgSchedules && m.ScheduleOwner(spec) {
 		err := ensureSchedule(ctx, r.js, stream, spec)
 		if err != nil && spec.Schedule != nil {
 			return err

@@ -177,3 +177,26 @@ func TestSchedulePermissionsSufficient(t *testing.T) {
 		t.Fatalf("permission violations with the --provision permissions: %v\n%s", v, p.log.String())
 	}
 }
+
+// TestScheduleSharedSubject: a function that reads a scheduled function's
+// subject without a schedule of its own leaves the schedule alone, at
+// start and on a deploy; both get every tick.
+func TestScheduleSharedSubject(t *testing.T) {
+	env := newEnv(t)
+	m := subjectManifest(t, "test.tick", "    version: 1.0.0\n    schedule: {every: 1s}\n  - {name: fn2, version: 1.0.0, stream: TEST, subject: test.tick}\n")
+	scheduled, audit := &ticks{}, &ticks{}
+	rt, err := New(env.nc, m, []jetfn.Function{
+		{Name: "fn", New: func(jetfn.Deps) (jetfn.Handler, error) { return scheduled, nil }},
+		{Name: "fn2", New: func(jetfn.Deps) (jetfn.Handler, error) { return audit, nil }}}, WithLogger(env.logger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := env.run(rt)
+	if err := r.rt.Apply(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	runtimetest.Eventually(t, 20*time.Second, "two ticks for each", func() bool { return scheduled.count() >= 2 && audit.count() >= 2 })
+	if n := env.storedOn("test.tick.jetfn-schedule"); n != 1 {
+		t.Fatalf("%d schedule messages, want the one", n)
+	}
+}
