@@ -55,7 +55,7 @@ func TestParseOwnAckReply(t *testing.T) {
 		}
 	}
 	if got, ok := parseOwnAckReply("$JS.ACK.ORDERS.fn.3.1042.77.1733000000000000000.5", prefix, "ORDERS"); !ok ||
-		got != (ackMeta{stream: "ORDERS", numDelivered: 3, streamSeq: 1042, consumerSeq: 77, timestamp: 1733000000000000000}) {
+		got != (ackMeta{stream: "ORDERS", numDelivered: 3, streamSeq: 1042, consumerSeq: 77, timestamp: 1733000000000000000, pending: 5}) {
 		t.Fatalf("v1 of the own consumer: %+v, %v", got, ok)
 	}
 }
