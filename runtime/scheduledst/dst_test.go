@@ -11,6 +11,7 @@ import (
 	"encoding/binary"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -25,19 +26,23 @@ import (
 // its local seconds from fallBack-10s to fallBack happen twice.
 const zoneName = "JetfnFallBack"
 
-var fallBack time.Time
+var (
+	fallBack time.Time
+	// tickSecond is the local second of the pattern: the one the clock
+	// shows 3s before fallBack and again 7s after it.
+	tickSecond int
+)
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "zoneinfo")
 	if err != nil {
 		panic(err)
 	}
-	// The first UTC second 58 at least 10s away: local second 5 comes at
-	// UTC :55 (before it) and again at UTC :05 (after it).
-	fallBack = time.Now().UTC().Add(10 * time.Second).Truncate(time.Second)
-	for fallBack.Second() != 58 {
-		fallBack = fallBack.Add(time.Second)
-	}
+	// Soon, but after the runtime has started: local time is UTC+10s
+	// before it, so 3s before it the clock shows the second it shows
+	// again 7s after it.
+	fallBack = time.Now().UTC().Add(15 * time.Second).Truncate(time.Second)
+	tickSecond = fallBack.Add(7 * time.Second).Second()
 	if err := os.WriteFile(filepath.Join(dir, zoneName), tzif(fallBack), 0o600); err != nil {
 		panic(err)
 	}
@@ -70,16 +75,16 @@ func tzif(at time.Time) []byte {
 }
 
 // TestCronAcrossAFallBack: a cron tick at a local time that happens twice
-// because the clock falls back runs twice; the pattern "5 * * * * *"
-// (second 5 of every minute, local) ticks once a minute otherwise, and
+// because the clock falls back runs twice; the pattern "S * * * * *"
+// (second S of every minute, local) ticks once a minute otherwise, and
 // here twice within about ten seconds.
 func TestCronAcrossAFallBack(t *testing.T) {
 	loc, err := time.LoadLocation(zoneName)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if before, after := fallBack.Add(-3*time.Second).In(loc), fallBack.Add(7*time.Second).In(loc); before.Second() != 5 || after.Second() != 5 {
-		t.Fatalf("the made-up zone reads %s and %s around the fall-back, want second 5 twice", before, after)
+	if before, after := fallBack.Add(-3*time.Second).In(loc), fallBack.Add(7*time.Second).In(loc); before.Second() != tickSecond || after.Second() != tickSecond {
+		t.Fatalf("the made-up zone reads %s and %s around the fall-back, want second %d twice", before, after, tickSecond)
 	}
 	ns := runtimetest.StartNATS(t)
 	nc := runtimetest.Connect(t, ns.ClientURL())
@@ -94,7 +99,7 @@ functions:
     version: 1.0.0
     stream: TICKS
     subject: tick.now
-    schedule: {cron: "5 * * * * *", timeZone: ` + zoneName + `}
+    schedule: {cron: "` + strconv.Itoa(tickSecond) + ` * * * * *", timeZone: ` + zoneName + `}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -131,11 +136,11 @@ functions:
 		return len(got) >= 2
 	})
 	for _, tick := range got {
-		if local := tick.In(loc); local.Second() != 5 {
-			t.Errorf("tick stored at local %s, want second 5", local.Format(time.RFC3339Nano))
+		if local := tick.In(loc); local.Second() != tickSecond {
+			t.Errorf("tick stored at local %s, want second %d", local.Format(time.RFC3339Nano), tickSecond)
 		}
 	}
 	if gap := got[1].Sub(got[0]); gap < 8*time.Second || gap > 12*time.Second {
-		t.Fatalf("ticks %s apart, want the local second 5 twice, about 10s apart", gap)
+		t.Fatalf("ticks %s apart, want the local second %d twice, about 10s apart", gap, tickSecond)
 	}
 }
