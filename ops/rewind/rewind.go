@@ -46,6 +46,12 @@ func (p Plan) Skipped() uint64 { return p.Ahead - min(p.Ahead, p.From) }
 // was handled, so there is nothing to go back to.
 var ErrKeyed = errors.New("a keyed function cannot be rewound: its keyed stream deletes each message once it is handled")
 
+// ErrBeforeStart is a rewind to before where the consumer was configured
+// to start (the manifest's start:, or the position a recreated consumer
+// resumed from): the server's reset refuses it, and a consumer that
+// delivers only new messages cannot be reset at all.
+var ErrBeforeStart = errors.New("the server cannot rewind a consumer to before where it was configured to start")
+
 // Target is where to rewind to: a stream sequence, or the first message
 // stored at or after a time.
 type Target struct {
@@ -72,6 +78,9 @@ func MakePlan(ctx context.Context, js jetstream.JetStream, m *manifest.Manifest,
 	counter := pendingCounter{s: s, filters: f.FilterSubjects()}
 	if p.To, err = counter.seqOf(ctx, target); err != nil {
 		return p, err
+	}
+	if err := counter.checkStart(ctx, info.Config, p.To); err != nil {
+		return p, fmt.Errorf("rewinding %s to stream sequence %d: %w", f.Name, p.To, err)
 	}
 	if p.From, err = counter.from(ctx, jetstream.ConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: p.To}); err != nil {
 		return p, err
@@ -139,6 +148,39 @@ func (pc pendingCounter) from(ctx context.Context, cfg jetstream.ConsumerConfig)
 	}
 	defer done()
 	return c.CachedInfo().NumPending, nil
+}
+
+// checkStart refuses a rewind to before where a consumer configured as
+// cfg starts, as the server's reset would (nats-server consumer.go
+// resetStartingSeqLocked), but before anything is confirmed.
+func (pc pendingCounter) checkStart(ctx context.Context, cfg jetstream.ConsumerConfig, to uint64) error {
+	var start uint64
+	switch cfg.DeliverPolicy {
+	case jetstream.DeliverAllPolicy:
+		return nil
+	case jetstream.DeliverByStartSequencePolicy:
+		start = cfg.OptStartSeq
+	case jetstream.DeliverByStartTimePolicy:
+		var err error
+		if start, err = pc.seqOf(ctx, Target{Time: *cfg.OptStartTime}); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("%w: its consumer delivers only %s (deliver policy %s), and the server resets such a consumer nowhere",
+			ErrBeforeStart, deliversOnly(cfg.DeliverPolicy), cfg.DeliverPolicy)
+	}
+	if to < start {
+		return fmt.Errorf("%w: its consumer starts at stream sequence %d", ErrBeforeStart, start)
+	}
+	return nil
+}
+
+// deliversOnly says what a consumer that cannot be reset delivers.
+func deliversOnly(p jetstream.DeliverPolicy) string {
+	if p == jetstream.DeliverNewPolicy {
+		return "new messages"
+	}
+	return "the last messages"
 }
 
 // seqOf is target's stream sequence: the first matching message stored at

@@ -105,3 +105,66 @@ func TestPlanArithmetic(t *testing.T) {
 			back.Again(), back.Skipped(), forward.Again(), forward.Skipped())
 	}
 }
+
+// TestRewindRefusesWhatTheServerRefuses: the server resets a consumer
+// only to or after where it was configured to start; a function started
+// at new messages, or at a time, cannot be rewound before that, and the
+// plan says so before anything is asked or confirmed.
+func TestRewindRefusesWhatTheServerRefuses(t *testing.T) {
+	ns := runtimetest.StartNATS(t)
+	nc := runtimetest.Connect(t, ns.ClientURL())
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "TEST", Subjects: []string{"test.>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		if _, err := js.Publish(ctx, "test.in", []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	third, err := s.GetMsg(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := manifest.Parse([]byte(runtest.Manifest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := m.Function("greeter")
+	for _, c := range []struct {
+		name   string
+		cfg    jetstream.ConsumerConfig
+		to     uint64
+		refuse string
+	}{
+		{"new", jetstream.ConsumerConfig{DeliverPolicy: jetstream.DeliverNewPolicy}, 1, "new messages"},
+		{"sequence", jetstream.ConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: 3}, 2, "sequence 3"},
+		{"time", jetstream.ConsumerConfig{DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &third.Time}, 1, "sequence 3"},
+		{"sequence, at its start", jetstream.ConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: 3}, 3, ""},
+	} {
+		cfg := c.cfg
+		cfg.Durable, cfg.FilterSubject, cfg.AckPolicy = "greeter", "test.in", jetstream.AckExplicitPolicy
+		if _, err := s.CreateConsumer(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+		p, err := rewind.MakePlan(ctx, js, m, f, rewind.Target{Seq: c.to}, time.Now())
+		switch {
+		case c.refuse == "" && err != nil:
+			t.Errorf("%s: rewind to %d refused: %v", c.name, c.to, err)
+		case c.refuse == "":
+			if err := rewind.Apply(ctx, js, p); err != nil {
+				t.Errorf("%s: the server refused a plan MakePlan allowed: %v", c.name, err)
+			}
+		case !errors.Is(err, rewind.ErrBeforeStart) || !strings.Contains(err.Error(), c.refuse):
+			t.Errorf("%s: rewind to %d: err = %v; want ErrBeforeStart naming %q", c.name, c.to, err, c.refuse)
+		}
+		if err := s.DeleteConsumer(ctx, "greeter"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
