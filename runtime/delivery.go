@@ -474,11 +474,14 @@ func (b *binding) process(ctx context.Context, d *delivery, wk *worker) delivery
 	if b.backfill != nil && !b.backfill.hands(msg.Subject, msg.StreamSequence) {
 		return b.passOver(d) // the main consumer delivers it, or did
 	}
-	if b.keyRate != nil && !b.waitForKeyTurn(ctx, m, msg) {
-		if !b.unsettled.finish(d) {
-			return b.unfinished(d)
+	if b.keyRate != nil {
+		if ok, wait := b.keyTurn(ctx, m, msg); !ok {
+			if !b.unsettled.finish(d) {
+				return b.unfinished(d)
+			}
+			b.deferToKeyTurn(ctx, m, msg, wait)
+			return stateSettled // back on the server until its key's turn
 		}
-		return stateSettled // back on the server until its key's turn
 	}
 	if why := b.staleTick(m, msg); why != "" {
 		if !b.unsettled.finish(d) {

@@ -54,25 +54,26 @@ func (l *keyRateLimiter) turn(ctx context.Context, key string) (bool, time.Durat
 	return l.take(ctx, l.scheduleOf(key))
 }
 
-// waitForKeyTurn is the key rate's step of a delivery about to run: true
-// if msg's key has a turn now; else the message was sent back to wait for
-// it, uncounted as a run, and the caller forgets it.
-func (b *binding) waitForKeyTurn(ctx context.Context, m *nats.Msg, msg jetfn.Msg) bool {
-	key := b.keyOf(m, msg)
-	ok, wait := b.keyRate.turn(ctx, key)
-	if ok {
-		return true
-	}
+// keyTurn is the key rate's step of a delivery about to run: true if
+// msg's key has a turn now, else how long until it has one.
+func (b *binding) keyTurn(ctx context.Context, m *nats.Msg, msg jetfn.Msg) (bool, time.Duration) {
+	return b.keyRate.turn(ctx, b.keyOf(m, msg))
+}
+
+// deferToKeyTurn sends a delivery back to the server to wait
+// wait for its key's turn, uncounted as a run. The caller has taken it off
+// the keeper first: a heartbeat after the Nak would reset the server's
+// timer to a full ack wait.
+func (b *binding) deferToKeyTurn(ctx context.Context, m *nats.Msg, msg jetfn.Msg, wait time.Duration) {
 	if msg.NumDelivered <= 1 {
 		// The next delivery must not count this one as a run (attempts.go).
 		b.attempts.notRun(ctx, b.spec.Name, msg)
 	}
 	if err := m.NakWithDelay(wait); err != nil {
 		b.msgLog(msg).Warn("sending a message back to wait for its key's turn", "err", err)
-		return false
+		return
 	}
 	b.keyRate.deferred.Add(1)
 	b.keyRate.waiting.Add(1)
 	time.AfterFunc(wait, func() { b.keyRate.waiting.Add(-1) })
-	return false
 }
