@@ -121,13 +121,15 @@ func (b *binding) skipTick(m *nats.Msg, msg jetfn.Msg, why string) {
 		return
 	}
 	b.stats.ticksSkipped.Add(1)
-	log.Info("skipped a tick that waited while no instance ran", "tick", msg.Published, "why", why)
+	log.Info("skipped a tick", "tick", msg.Published, "why", why)
 }
 
 // staleTick says why a scheduled function's tick is not to run, or ""
 // when it is: with missed: skip, a tick whose next tick is already due;
 // with missed: once, one that is also followed by another message on the
-// function's subject (a newer tick), so a backlog of ticks runs once.
+// function's subject (a newer tick), so a backlog of ticks runs once, or
+// a retry (the newer tick, stored when it was due, was delivered while
+// this one waited for its backoff), so no tick runs after a newer one.
 func staleTick(spec *manifest.ScheduleSpec, msg jetfn.Msg, pending uint64, now time.Time) string {
 	if spec == nil || msg.Header.Get(schedulerHeader) == "" {
 		return ""
@@ -141,6 +143,8 @@ func staleTick(spec *manifest.ScheduleSpec, msg jetfn.Msg, pending uint64, now t
 		return "its next tick was due at " + next.Format(time.RFC3339) + " (missed: skip)"
 	case pending > 0:
 		return "a newer tick waits (missed: once)"
+	case msg.NumDelivered > 1:
+		return "a retry after the next tick was due at " + next.Format(time.RFC3339) + " (missed: once)"
 	}
 	return ""
 }

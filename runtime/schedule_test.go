@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -126,6 +127,82 @@ func TestScheduleMissedTicks(t *testing.T) {
 				runtimetest.Eventually(t, 20*time.Second, "a tick run after the restart", func() bool { return h.count() >= 1 })
 			}
 		})
+	}
+}
+
+// failingFirstTick fails the first delivery of the first tick it sees,
+// and records every run.
+type failingFirstTick struct {
+	ticks
+	failed uint64 // the failed tick's sequence
+}
+
+func (f *failingFirstTick) Handle(ctx context.Context, msg jetfn.Msg) error {
+	f.mu.Lock()
+	first := f.failed == 0 || f.failed == msg.StreamSequence && msg.NumDelivered == 1
+	if f.failed == 0 {
+		f.failed = msg.StreamSequence
+	}
+	f.mu.Unlock()
+	if first {
+		return errors.New("the first tick fails once")
+	}
+	return f.ticks.Handle(ctx, msg)
+}
+
+// TestScheduleRetriedTickNeverRunsAfterANewer: with missed: once, a tick
+// whose retry comes after its next tick was due is skipped, as a backlog
+// tick is: the newer tick runs instead, and no tick runs after a newer
+// one.
+func TestScheduleRetriedTickNeverRunsAfterANewer(t *testing.T) {
+	env := newEnv(t)
+	h := &failingFirstTick{}
+	m := subjectManifest(t, "test.tick", "    schedule: {every: 1s, missed: once}\n    backoff: [2500ms]\n    maxDeliver: 3\n")
+	r := env.start(m, h)
+	runtimetest.Eventually(t, 20*time.Second, "four ticks run", func() bool { return h.count() >= 4 })
+	if skipped := r.rt.Stats()[0].TicksSkipped; skipped != 1 {
+		t.Errorf("%d ticks skipped, want the failed one", skipped)
+	}
+	runs := h.snapshot()
+	for i, run := range runs {
+		if run.seq == h.failed {
+			t.Errorf("the failed tick %d ran again after its next tick was due", run.seq)
+		}
+		if i > 0 && run.seq < runs[i-1].seq {
+			t.Errorf("tick %d ran after the newer tick %d", run.seq, runs[i-1].seq)
+		}
+	}
+}
+
+// TestStaleTick: which ticks are not to run.
+func TestStaleTick(t *testing.T) {
+	next := time.Date(2026, 12, 4, 10, 0, 1, 0, time.UTC)
+	tick := func(delivered uint64) jetfn.Msg {
+		return jetfn.Msg{NumDelivered: delivered, Header: jetfn.Header{schedulerHeader: {"s"}, scheduleNextHeader: {next.Format(time.RFC3339Nano)}}}
+	}
+	once, skip := &manifest.ScheduleSpec{Missed: manifest.MissedOnce}, &manifest.ScheduleSpec{Missed: manifest.MissedSkip}
+	before, after := next.Add(-time.Second), next.Add(time.Second)
+	for _, c := range []struct {
+		name      string
+		spec      *manifest.ScheduleSpec
+		msg       jetfn.Msg
+		pending   uint64
+		now       time.Time
+		wantStale bool
+	}{
+		{"not scheduled", nil, tick(1), 5, after, false},
+		{"no scheduler header: a message published by hand", once, jetfn.Msg{NumDelivered: 1}, 5, after, false},
+		{"once, on time", once, tick(1), 5, before, false},
+		{"once, late, newest", once, tick(1), 0, after, false},
+		{"once, late, newer waiting", once, tick(1), 1, after, true},
+		{"once, retried before the next tick", once, tick(2), 0, before, false},
+		{"once, retried after the next tick was due", once, tick(2), 0, after, true},
+		{"skip, on time", skip, tick(1), 0, before, false},
+		{"skip, late", skip, tick(1), 0, after, true},
+	} {
+		if got := staleTick(c.spec, c.msg, c.pending, c.now); (got != "") != c.wantStale {
+			t.Errorf("%s: staleTick = %q, want stale %v", c.name, got, c.wantStale)
+		}
 	}
 }
 
