@@ -134,11 +134,12 @@ func (m *Manifest) Permissions(o PermissionOptions) Permissions {
 		if f.RateLimit != nil {
 			pub.add(sharedKeySubjects(RatesBucket, f, o.Provision)...)
 		}
-		if stream, _ := m.Stream(f.Stream); o.Provision && stream.AllowSchedules && f.HasScheduleSubject() && !f.IsKeyed() {
+		if o.Provision && f.HasScheduleSubject() && !f.IsKeyed() {
 			// Keeping the schedule message (runtime/schedule.go): read the
-			// stored one, write a new one, purge a removed one.
-			pub.add(f.ScheduleSubject(), "$JS.API.STREAM.MSG.GET."+f.Stream, "$JS.API.DIRECT.GET."+f.Stream+"."+f.ScheduleSubject(),
-				"$JS.API.STREAM.PURGE."+f.Stream)
+			// stored one, write a new one or one that ends the ticks. A
+			// function without a schedule needs it too: a deploy may have
+			// removed the one an earlier revision kept.
+			pub.add(f.ScheduleSubject(), "$JS.API.STREAM.MSG.GET."+f.Stream, "$JS.API.DIRECT.GET."+f.Stream+"."+f.ScheduleSubject())
 		}
 		if f.KeyRateLimit != nil && f.IsKeyed() {
 			// One schedule per key, under the function's name.

@@ -57,15 +57,19 @@ func (f *FunctionSpec) HasScheduleSubject() bool {
 // schedules the same subject of the same stream (then f purges a schedule
 // a deploy removed from it).
 func (m *Manifest) ScheduleOwner(f FunctionSpec) bool {
-	if f.Schedule != nil {
-		return true
-	}
+	return f.Schedule != nil || !m.Schedules(f.Stream, f.Subject)
+}
+
+// Schedules says whether a function of the manifest schedules subject of
+// stream: a removed function's schedule there is no longer its own, but
+// the function's that replaced it.
+func (m *Manifest) Schedules(stream, subject string) bool {
 	for _, g := range m.Functions {
-		if g.Schedule != nil && g.Stream == f.Stream && g.Subject == f.Subject {
-			return false
+		if g.Schedule != nil && g.Stream == stream && g.Subject == subject {
+			return true
 		}
 	}
-	return true
+	return false
 }
 
 // Pattern is the schedule as the server's Nats-Schedule header takes it.

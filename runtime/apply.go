@@ -130,7 +130,7 @@ func (r *Runtime) apply(ctx context.Context, m *manifest.Manifest) error {
 		closeHandlers(next[len(started):])
 		return classify(err)
 	}
-	r.retire(ctx, old, plan, started)
+	r.retire(ctx, old, m, plan, started)
 	r.mu.Lock()
 	r.manifest = m
 	r.mu.Unlock()
@@ -224,7 +224,7 @@ func (r *Runtime) rollBack(started []*active) {
 // removes and the old bindings of those it replaced, so their drains run
 // side by side: a shutdown waiting on this Apply waits one drain timeout,
 // not one per function.
-func (r *Runtime) retire(ctx context.Context, old *manifest.Manifest, plan manifest.Plan, started []*active) {
+func (r *Runtime) retire(ctx context.Context, old, m *manifest.Manifest, plan manifest.Plan, started []*active) {
 	var out []*active
 	for _, name := range plan.Removed {
 		if a := r.find(name); a != nil {
@@ -247,7 +247,7 @@ func (r *Runtime) retire(ctx context.Context, old *manifest.Manifest, plan manif
 	stopConcurrently(out)
 	if r.opts.prune {
 		for _, name := range plan.Removed {
-			r.pruneConsumer(ctx, old, name)
+			r.pruneConsumer(ctx, old, m, name)
 		}
 	}
 }
@@ -275,9 +275,10 @@ func (r *Runtime) knownNames() []string {
 	return slices.Sorted(maps.Keys(r.functions))
 }
 
-// pruneConsumer deletes a removed function's durable consumer. A failure is
-// logged, not fatal: the function is already unbound.
-func (r *Runtime) pruneConsumer(ctx context.Context, old *manifest.Manifest, name string) {
+// pruneConsumer deletes a removed function's durable consumer, and its
+// schedule unless a function of the new manifest m schedules the same
+// subject. A failure is logged, not fatal: the function is already unbound.
+func (r *Runtime) pruneConsumer(ctx context.Context, old, m *manifest.Manifest, name string) {
 	spec, ok := old.Function(name)
 	if !ok {
 		return
@@ -286,7 +287,7 @@ func (r *Runtime) pruneConsumer(ctx context.Context, old *manifest.Manifest, nam
 		r.pruneKeyed(ctx, spec)
 		return
 	}
-	if spec.Schedule != nil {
+	if spec.Schedule != nil && !m.Schedules(spec.Stream, spec.Subject) {
 		r.pruneSchedule(ctx, spec)
 	}
 	if err := r.js.DeleteConsumer(ctx, spec.Stream, spec.Durable); err != nil {

@@ -169,6 +169,11 @@ func (h *consumerHandle) look(ctx context.Context) {
 		if h.onAckWait != nil {
 			h.onAckWait(info.Config.AckWait)
 		}
+		if h.spec.Schedule != nil {
+			if s, err := h.js.Stream(infoCtx, h.spec.Stream); err == nil {
+				h.keepSchedule(infoCtx, s)
+			}
+		}
 		h.found()
 		return
 	}
@@ -254,7 +259,26 @@ func (h *consumerHandle) recreate(ctx context.Context) error {
 	h.log.Warn("recreated a deleted consumer from the manifest", "consumer", h.spec.Durable, "stream", h.spec.Stream,
 		"start", start.why, "stored_messages_to_handle", c.CachedInfo().NumPending, "stream_recreated", !sameStream)
 	h.swap(c, created)
+	h.keepSchedule(ctx, s)
 	return nil
+}
+
+// keepSchedule writes a scheduled function's schedule message again when
+// its stream no longer holds one: a stream deleted and made again, or
+// purged, lost it with everything else, and with it the ticks. It only
+// restores a missing one: an instance of another revision may keep a
+// different one during a rolling deploy, and each start settles that.
+func (h *consumerHandle) keepSchedule(ctx context.Context, s jetstream.Stream) {
+	if h.spec.Schedule == nil || !h.provision || h.quiet {
+		return
+	}
+	restored, err := restoreSchedule(ctx, h.js, s, h.spec)
+	switch {
+	case err != nil:
+		h.log.Warn("restoring the function's schedule; its ticks stop until it is back", "subject", h.spec.ScheduleSubject(), "err", err)
+	case restored:
+		h.log.Warn("restored the function's schedule: its stream had lost it", "subject", h.spec.ScheduleSubject())
+	}
 }
 
 // streamDeleteSettle is how long jetfn waits, on finding its stream

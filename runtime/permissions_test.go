@@ -221,11 +221,21 @@ func (p *permsCase) outputs() int {
 // its streams and consumer itself; otherwise an admin does first.
 func startPermsCase(t *testing.T, m *manifest.Manifest, perms manifest.Permissions, selfProvision bool) *permsCase {
 	t.Helper()
+	return startPermsCaseAfter(t, m, perms, selfProvision, nil)
+}
+
+// startPermsCaseAfter is startPermsCase with what an earlier deployment
+// left on the server: seed runs as the admin before the runtime starts.
+func startPermsCaseAfter(t *testing.T, m *manifest.Manifest, perms manifest.Permissions, selfProvision bool, seed func(jetstream.JetStream)) *permsCase {
+	t.Helper()
 	url := runtimetest.StartAccountsServer(t, perms.ServerConfig())
 	admin := runtimetest.Connect(t, strings.Replace(url, "nats://", "nats://admin:admin@", 1))
 	js, err := jetstream.New(admin)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if seed != nil {
+		seed(js)
 	}
 	env := &testEnv{t: t, nc: admin, js: js}
 	opts := []Option{WithDrainTimeout(100 * time.Millisecond)}

@@ -373,6 +373,25 @@ func (d *differ) String() string {
 	return strings.Join(d.notes, ", ")
 }
 
+// refusesSchedules says why the server would refuse to turn message
+// schedules on for a stream configured as have ("": it would not). It
+// turns rollups on with them, and allows purges, by itself.
+func refusesSchedules(have jetstream.StreamConfig) string {
+	switch {
+	case have.Discard == jetstream.DiscardNew:
+		return "discard new"
+	case have.Mirror != nil:
+		return "a mirror"
+	case len(have.Sources) > 0:
+		return "sources"
+	case have.AllowMsgCounter:
+		return "counters"
+	case have.AllowAtomicPublish:
+		return "atomic publish"
+	}
+	return ""
+}
+
 // ServerRefusals lists the stream changes in m that the server (or jetfn's
 // no-deletion rule) would refuse, by comparing with the streams as they are
 // now; `jetfn deploy` shows them before anything is stored.
@@ -392,6 +411,9 @@ func ServerRefusals(ctx context.Context, js jetstream.JetStream, m *manifest.Man
 		}
 		if shrinksAge(have.MaxAge, want.MaxAge) {
 			out = append(out, fmt.Sprintf("stream %s: maxAge %s → %s would delete stored messages", spec.Name, ageString(have.MaxAge), ageString(want.MaxAge)))
+		}
+		if why := refusesSchedules(have); want.AllowMsgSchedules && !have.AllowMsgSchedules && why != "" {
+			out = append(out, fmt.Sprintf("stream %s: a scheduled function needs message schedules on, which the server refuses for a stream with %s", spec.Name, why))
 		}
 	}
 	for _, f := range m.Functions {

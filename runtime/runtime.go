@@ -348,6 +348,10 @@ func (r *Runtime) connect(ctx context.Context, b *binding, m *manifest.Manifest)
 	if err := checkInputRetention(stream, spec); err != nil {
 		return err
 	}
+	if r.opts.noProvision && spec.Schedule != nil {
+		b.log.Warn("--no-provision: this instance does not write the function's schedule; it ticks as an instance that provisions last wrote it, or not at all",
+			"subject", spec.ScheduleSubject(), "schedule", spec.Schedule.Pattern())
+	}
 	if !r.opts.noProvision && !spec.IsKeyed() && stream.CachedInfo().Config.AllowMsgSchedules && m.ScheduleOwner(spec) {
 		err := ensureSchedule(ctx, r.js, stream, spec)
 		if err != nil && spec.Schedule != nil {

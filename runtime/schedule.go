@@ -32,7 +32,7 @@ const (
 // manifest says: it publishes a new one only when the stored one differs,
 // expecting the stored one's sequence, so instances that start together
 // write it once; a function whose schedule was removed has its schedule
-// message purged, which ends its ticks.
+// message replaced by one without a schedule, which ends its ticks.
 func ensureSchedule(ctx context.Context, js jetstream.JetStream, s jetstream.Stream, f manifest.FunctionSpec) error {
 	if !f.HasScheduleSubject() {
 		return nil // a scheduled function has one; this one never had one
@@ -50,13 +50,14 @@ func ensureSchedule(ctx context.Context, js jetstream.JetStream, s jetstream.Str
 		default:
 			last = stored.Sequence
 		}
-		if f.Schedule == nil {
-			if last == 0 {
-				return nil
-			}
-			return s.Purge(ctx, jetstream.WithPurgeSubject(subject))
+		if f.Schedule == nil && last == 0 {
+			return nil
 		}
-		_, err = js.PublishMsg(ctx, scheduleMsg(f), jetstream.WithExpectLastSequencePerSubject(last))
+		msg := unscheduleMsg(f)
+		if f.Schedule != nil {
+			msg = scheduleMsg(f)
+		}
+		_, err = js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(last))
 		var apiErr *jetstream.APIError
 		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
 			continue
@@ -69,14 +70,25 @@ func ensureSchedule(ctx context.Context, js jetstream.JetStream, s jetstream.Str
 	return fmt.Errorf("keeping the schedule of %s on %s: other instances kept changing it", f.Name, subject)
 }
 
-// pruneSchedule purges a removed function's schedule message, which ends
-// its ticks; a failure is logged, as a pruned consumer's is.
-func (r *Runtime) pruneSchedule(ctx context.Context, spec manifest.FunctionSpec) {
-	s, err := r.js.Stream(ctx, spec.Stream)
-	if err == nil {
-		err = s.Purge(ctx, jetstream.WithPurgeSubject(spec.ScheduleSubject()))
+// restoreSchedule writes f's schedule message if stream s holds none,
+// and says whether it did.
+func restoreSchedule(ctx context.Context, js jetstream.JetStream, s jetstream.Stream, f manifest.FunctionSpec) (bool, error) {
+	_, err := s.GetLastMsgForSubject(ctx, f.ScheduleSubject())
+	if !errors.Is(err, jetstream.ErrMsgNotFound) {
+		return false, err
 	}
-	if err != nil {
+	_, err = js.PublishMsg(ctx, scheduleMsg(f), jetstream.WithExpectLastSequencePerSubject(0))
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+		return false, nil // another instance restored it first
+	}
+	return err == nil, err
+}
+
+// pruneSchedule ends a removed function's ticks; a failure is logged, as
+// a pruned consumer's is.
+func (r *Runtime) pruneSchedule(ctx context.Context, spec manifest.FunctionSpec) {
+	if _, err := r.js.PublishMsg(ctx, unscheduleMsg(spec)); err != nil {
 		r.opts.log.Warn("pruning a removed function's schedule; its ticks go on until it is purged", "function", spec.Name,
 			"subject", spec.ScheduleSubject(), "err", err)
 	}
@@ -101,6 +113,18 @@ func scheduleMsg(f manifest.FunctionSpec) *nats.Msg {
 		msg.Header.Set(scheduleTimeZoneHeader, f.Schedule.TimeZone)
 	}
 	msg.Data, _ = json.Marshal(map[string]string{"function": f.Name, "schedule": f.Schedule.Pattern()})
+	return msg
+}
+
+// unscheduleMsg ends f's ticks: a message without a schedule that rolls
+// up the schedule subject, replacing the schedule message. It needs no
+// more right than publishing on that subject, where a purge of it needs
+// the right to purge the whole stream. (A stream that allows schedules
+// allows rollups: the server turns them on with it.)
+func unscheduleMsg(f manifest.FunctionSpec) *nats.Msg {
+	msg := nats.NewMsg(f.ScheduleSubject())
+	msg.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+	msg.Data, _ = json.Marshal(map[string]any{"function": f.Name, "schedule": nil})
 	return msg
 }
 

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -67,6 +68,24 @@ func (e *testEnv) storedOn(subject string) uint64 {
 		e.t.Fatal(err)
 	}
 	return info.State.Subjects[subject]
+}
+
+// storedSchedule is the schedule stream TEST keeps for subject ("": none;
+// a message without one on the schedule subject ends its ticks).
+func (e *testEnv) storedSchedule(subject string) string {
+	e.t.Helper()
+	s, err := e.js.Stream(context.Background(), "TEST")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	stored, err := s.GetLastMsgForSubject(context.Background(), subject+manifest.ScheduleSubjectSuffix)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return ""
+	}
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return stored.Header.Get(scheduleHeader)
 }
 
 // TestScheduleTicksOnceAcrossInstances: every: 1s makes the server store a
@@ -206,6 +225,55 @@ func TestStaleTick(t *testing.T) {
 	}
 }
 
+// TestScheduleKeptThroughADeletedStream: a scheduled function whose
+// stream someone deleted makes the stream again, and its schedule with
+// it: the ticks go on.
+func TestScheduleKeptThroughADeletedStream(t *testing.T) {
+	env := newEnv(t)
+	h := &ticks{}
+	env.start(tickManifest(t, "{every: 1s}"), h)
+	runtimetest.Eventually(t, 20*time.Second, "a tick", func() bool { return h.count() >= 1 })
+	if err := env.js.DeleteStream(context.Background(), "TEST"); err != nil {
+		t.Fatal(err)
+	}
+	before := h.count()
+	runtimetest.Eventually(t, 30*time.Second, "ticks in the stream made again", func() bool { return h.count() >= before+2 })
+	if stored := env.storedSchedule("test.tick"); stored != "@every 1s" {
+		t.Fatalf("schedule %q stored, want @every 1s", stored)
+	}
+}
+
+// TestScheduleWithoutProvisioningSaysSo: an instance that provisions
+// nothing does not write a schedule either, and says so at start, since
+// the function then ticks only once an instance that provisions runs.
+func TestScheduleWithoutProvisioningSaysSo(t *testing.T) {
+	env := newEnv(t)
+	m := tickManifest(t, "{every: 1s}")
+	provision(t, env.js, m)
+	env.start(m, &ticks{}, WithoutProvisioning())
+	if !strings.Contains(env.logs.String(), "does not write the function's schedule") {
+		t.Fatalf("nothing logged about the schedule:\n%s", env.logs.String())
+	}
+}
+
+// TestScheduleOnAStreamThatCannotHaveOne: a schedule on an existing
+// stream the server cannot turn message schedules on for (discard: new,
+// sources, a mirror) is refused before anything changes, naming why.
+func TestScheduleOnAStreamThatCannotHaveOne(t *testing.T) {
+	env := newEnv(t)
+	ctx := context.Background()
+	if _, err := env.js.CreateStream(ctx, jetstream.StreamConfig{Name: "TEST", Subjects: []string{"test.>"}, Discard: jetstream.DiscardNew}); err != nil {
+		t.Fatal(err)
+	}
+	refusals, err := ServerRefusals(ctx, env.js, tickManifest(t, "{every: 1s}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(refusals) != 1 || !strings.Contains(refusals[0], "discard new") {
+		t.Fatalf("refusals = %q, want one naming discard new", refusals)
+	}
+}
+
 // TestScheduleChangedAndRemoved: a live deploy that changes the schedule
 // replaces the schedule message; one that removes it purges it, which
 // ends the ticks.
@@ -227,14 +295,48 @@ func TestScheduleChangedAndRemoved(t *testing.T) {
 	if err := r.rt.Apply(ctx, subjectManifest(t, "test.tick", "")); err != nil {
 		t.Fatal(err)
 	}
-	if n := env.storedOn("test.tick.jetfn-schedule"); n != 0 {
-		t.Fatalf("%d schedule messages after the schedule was removed, want 0", n)
+	if stored := env.storedSchedule("test.tick"); stored != "" {
+		t.Fatalf("schedule %q stored after the schedule was removed, want none", stored)
 	}
 }
 
+// TestScheduleKeptThroughARename: a deploy with --prune that renames a
+// scheduled function, keeping its subject and schedule, keeps the
+// schedule: the old function's prune leaves what the new one keeps.
+func TestScheduleKeptThroughARename(t *testing.T) {
+	env := newEnv(t)
+	old := subjectManifest(t, "test.tick", "    schedule: {every: 1s}\n")
+	renamed, err := manifest.Parse([]byte(`
+streams:
+  - {name: TEST, subjects: ["test.>"]}
+  - {name: DEADLETTER, subjects: ["deadletter.>"]}
+functions:
+  - {name: fn2, version: 1.0.0, stream: TEST, subject: test.tick, schedule: {every: 1s}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &ticks{}
+	fns := []jetfn.Function{
+		{Name: "fn", New: func(jetfn.Deps) (jetfn.Handler, error) { return &ticks{}, nil }},
+		{Name: "fn2", New: func(jetfn.Deps) (jetfn.Handler, error) { return h, nil }}}
+	rt, err := New(env.nc, old, fns, WithLogger(env.logger()), WithPrune())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := env.run(rt)
+	if err := r.rt.Apply(context.Background(), renamed); err != nil {
+		t.Fatal(err)
+	}
+	if n := env.storedOn("test.tick.jetfn-schedule"); n != 1 {
+		t.Fatalf("%d schedule messages after the rename, want 1", n)
+	}
+	runtimetest.Eventually(t, 20*time.Second, "the renamed function's ticks", func() bool { return h.count() >= 2 })
+}
+
 // TestSchedulePermissionsSufficient: a scheduled function run as a user
-// with the --provision permissions keeps its schedule, runs its ticks
-// and purges the schedule when a deploy removes it, with no violation.
+// with the --provision permissions keeps its schedule and runs its ticks
+// with no violation.
 func TestSchedulePermissionsSufficient(t *testing.T) {
 	out := "    outputs:\n      - subject: test.out\n        stream: TEST\n"
 	m := subjectManifest(t, "test.tick", "    schedule: {every: 1s}\n"+out)
@@ -243,15 +345,44 @@ func TestSchedulePermissionsSufficient(t *testing.T) {
 	}
 	p := startPermsCase(t, m, m.Permissions(manifest.PermissionOptions{Provision: true}), true)
 	runtimetest.Eventually(t, 20*time.Second, "a tick's output", func() bool { return p.outputs() >= 1 })
-	unscheduled := subjectManifest(t, "test.tick", out)
-	if err := p.rt.Apply(context.Background(), unscheduled); err != nil {
-		t.Fatal(err)
-	}
-	if n := p.env.storedOn("test.tick.jetfn-schedule"); n != 0 {
-		t.Fatalf("%d schedule messages after the schedule was removed, want 0", n)
+	if n := p.env.storedOn("test.tick.jetfn-schedule"); n != 1 {
+		t.Fatalf("%d schedule messages, want 1", n)
 	}
 	if v := p.log.Violations(); len(v) > 0 {
 		t.Fatalf("permission violations with the --provision permissions: %v\n%s", v, p.log.String())
+	}
+}
+
+// TestScheduleRemovedWithTheNewPermissions: a deploy that removes a
+// function's schedule, its instances running with the permissions of the
+// new manifest (which schedules nothing), ends the ticks with no
+// violation.
+func TestScheduleRemovedWithTheNewPermissions(t *testing.T) {
+	out := "    outputs:\n      - subject: test.out\n        stream: TEST\n"
+	scheduled := subjectManifest(t, "test.tick", "    schedule: {every: 1s}\n"+out)
+	unscheduled := subjectManifest(t, "test.tick", out)
+	if err := unscheduled.Validate([]string{"fn"}); err != nil {
+		t.Fatal(err)
+	}
+	// What the scheduled revision left: its stream and schedule.
+	seed := func(js jetstream.JetStream) {
+		ctx := context.Background()
+		spec, _ := scheduled.Stream("TEST")
+		s, err := js.CreateStream(ctx, streamConfig(spec))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, _ := scheduled.Function("fn")
+		if err := ensureSchedule(ctx, js, s, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := startPermsCaseAfter(t, unscheduled, unscheduled.Permissions(manifest.PermissionOptions{Provision: true}), true, seed)
+	if stored := p.env.storedSchedule("test.tick"); stored != "" {
+		t.Fatalf("the removed schedule %q is still stored", stored)
+	}
+	if v := p.log.Violations(); len(v) > 0 {
+		t.Fatalf("permission violations with the new manifest's permissions: %v\n%s", v, p.log.String())
 	}
 }
 
