@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jetfn/jetfn/manifest"
+	"github.com/jetfn/jetfn/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -199,7 +200,7 @@ const digestKey = "jetfn.manifest_digest"
 // consumerMetadata names the function and its manifest, and carries its
 // monitor thresholds in the keys natscli's consumer check reads.
 func consumerMetadata(f manifest.FunctionSpec, digest string) map[string]string {
-	md := map[string]string{"jetfn.function": f.Name, "jetfn.version": f.Version,
+	md := map[string]string{wire.FunctionMetadataKey: f.Name, "jetfn.version": f.Version,
 		"jetfn.max_deliver": strconv.Itoa(f.MaxDeliver), digestKey: digest}
 	m := f.Monitor
 	if m == nil {

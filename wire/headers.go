@@ -54,3 +54,8 @@ const (
 // HeaderRetryAfter on a 429 or 503 error reply is how long the remote
 // asks jetfn to wait before the redelivery, in seconds (2, 0.5).
 const HeaderRetryAfter = "Retry-After"
+
+// FunctionMetadataKey is the consumer metadata key in which the runtime
+// names the function a consumer serves: its durable, partitions, router
+// and backfills. `jetfn pause` finds a function's consumers by it.
+const FunctionMetadataKey = "jetfn.function"

@@ -6,17 +6,20 @@
 // restart or a live deploy keeps the server's PauseUntil (the runtime
 // overlays its settings on the consumer's config), and the server resumes
 // the consumers by itself at the time. A keyed function's router consumer
-// is left running: it only copies messages into the partitions.
+// and its backfills are left running: they only copy messages into the
+// partitions.
 package pause
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetfn/jetfn/manifest"
+	"github.com/jetfn/jetfn/wire"
 )
 
 // Indefinitely is the pause of `jetfn pause` without --until: until
@@ -36,13 +39,6 @@ func (c Consumer) String() string { return c.Stream + "/" + c.Name }
 // ErrNoConsumers is a function with no consumer on the server: a name
 // misspelled, or a function no instance has started yet.
 var ErrNoConsumers = errors.New("no consumer of that function on this server")
-
-// functionKey is the consumer metadata key in which the runtime names the
-// function a consumer serves.
-const functionKey = "jetfn.function"
-
-// routerSuffix ends a keyed function's router consumer's name.
-const routerSuffix = "-router"
 
 // Pause pauses every consumer of function until until.
 func Pause(ctx context.Context, js jetstream.JetStream, function string, until time.Time) ([]Consumer, error) {
@@ -64,19 +60,28 @@ func Resume(ctx context.Context, js jetstream.JetStream, function string) ([]Con
 }
 
 // each applies act to every consumer of function, found by the metadata
-// the runtime gives them, on every stream.
+// the runtime gives them, on every stream; for a keyed function, only to
+// its partitions, on its keyed stream.
 func each(ctx context.Context, js jetstream.JetStream, function string,
 	act func(s jetstream.Stream, consumer string) (time.Time, error)) ([]Consumer, error) {
 	var out []Consumer
+	only := ""
+	keyed := (&manifest.FunctionSpec{Name: function}).KeyedStreamName()
+	if _, err := js.Stream(ctx, keyed); err == nil {
+		only = keyed
+	}
 	streams := js.ListStreams(ctx)
 	for info := range streams.Info() {
+		if only != "" && info.Config.Name != only {
+			continue // the router and its backfills copy on
+		}
 		s, err := js.Stream(ctx, info.Config.Name)
 		if err != nil {
 			return out, fmt.Errorf("looking up stream %s: %w", info.Config.Name, err)
 		}
 		consumers := s.ListConsumers(ctx)
 		for c := range consumers.Info() {
-			if c.Config.Metadata[functionKey] != function || strings.HasSuffix(c.Name, routerSuffix) {
+			if c.Config.Metadata[wire.FunctionMetadataKey] != function {
 				continue
 			}
 			until, err := act(s, c.Name)

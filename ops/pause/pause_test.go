@@ -13,6 +13,7 @@ import (
 	"github.com/jetfn/jetfn/ops/pause"
 	"github.com/jetfn/jetfn/runtime"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
+	"github.com/jetfn/jetfn/wire"
 )
 
 // server is an embedded server and an admin's JetStream handle on it.
@@ -139,9 +140,19 @@ var keyedManifest = strings.NewReplacer("subject: test.in", "subject: test.*\n  
 
 // TestResumeKeyedFunction: a keyed function's pause holds every partition
 // until `resume`, and the message waiting is delivered once, after it.
+// The router, and a backfill of the router's, copy on.
 func TestResumeKeyedFunction(t *testing.T) {
 	s := startServer(t)
 	rt := s.start(t, keyedManifest)
+	input, err := s.js.Stream(context.Background(), "TEST")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What a widened filter leaves while the router catches up.
+	if _, err := input.CreateConsumer(context.Background(), jetstream.ConsumerConfig{Durable: "greeter-router-backfill-a",
+		AckPolicy: jetstream.AckExplicitPolicy, Metadata: map[string]string{wire.FunctionMetadataKey: "greeter"}}); err != nil {
+		t.Fatal(err)
+	}
 	consumers, err := pause.Pause(context.Background(), s.js, "greeter", pause.Indefinitely(time.Now()))
 	if err != nil || len(consumers) != 2 {
 		t.Fatalf("Pause = %v, %v; want the two partition consumers", consumers, err)
