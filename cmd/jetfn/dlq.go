@@ -155,6 +155,10 @@ func replaySelection(function, since, until, errorText string, now time.Time) (d
 		}
 		*t.into = at
 	}
+	if !sel.Since.IsZero() && !sel.Until.IsZero() && !sel.Since.Before(sel.Until) {
+		return sel, fmt.Errorf("--since %s is not before --until %s: the range selects nothing",
+			sel.Since.Format(time.RFC3339), sel.Until.Format(time.RFC3339))
+	}
 	return sel, nil
 }
 

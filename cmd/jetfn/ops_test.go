@@ -108,6 +108,7 @@ func TestDLQCommand(t *testing.T) {
 			wantOut: "1: would replay to test.in (stream TEST) as greet-7:replay:1\ndlq replay: 1 of 1 done, 0 not replayed"},
 		{name: "nothing selected", args: []string{"dlq", "replay", "--all", "--error", "nothing like it"}, wantOut: "dlq replay: 0 of 0 done"},
 		{name: "a bad time", args: []string{"dlq", "replay", "--all", "--until", "yesterday"}, wantCode: 2, wantOut: "want an RFC 3339 time"},
+		{name: "an empty range", args: []string{"dlq", "replay", "--all", "--since", "1h", "--until", "2h"}, wantCode: 2, wantOut: "selects nothing"},
 		{name: "a filter on a SEQ", args: []string{"dlq", "replay", "1", "--error", "x"}, wantCode: 2, wantOut: "not a SEQ"},
 		{name: "replay", args: []string{"dlq", "replay", "--manifest", manifest, "1"}, wantOut: "1: replayed to test.in as greet-7:replay:1"},
 		{name: "replay again", args: []string{"dlq", "replay", "1"}, wantCode: 1, wantOut: "already replayed as greet-7:replay:1"},
