@@ -19,6 +19,7 @@ func TestEveryTypeAgreesWithItsSchema(t *testing.T) {
 		"transcript-processed.schema.json": agrees[events.TranscriptProcessed],
 		"recording-event.schema.json":      agrees[events.RecordingEvent],
 		"recording-notice.schema.json":     agrees[events.RecordingNotice],
+		"summaries-report.schema.json":     agrees[events.SummariesReport],
 	}
 	files, err := fs.Glob(events.Schemas, "schemas/*.schema.json")
 	if err != nil {

@@ -28,6 +28,7 @@ var (
 	TranscriptProcessedPayload = jetfn.MustPayload[TranscriptProcessed](schema("transcript-processed.schema.json"))
 	RecordingEventPayload      = jetfn.MustPayload[RecordingEvent](schema("recording-event.schema.json"))
 	RecordingNoticePayload     = jetfn.MustPayload[RecordingNotice](schema("recording-notice.schema.json"))
+	SummariesReportPayload     = jetfn.MustPayload[SummariesReport](schema("summaries-report.schema.json"))
 )
 
 func schema(name string) []byte {

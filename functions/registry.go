@@ -6,6 +6,7 @@ package functions
 import (
 	"github.com/jetfn/jetfn"
 	publishrecordingevent "github.com/jetfn/jetfn/functions/publish-recording-event"
+	reportsummaries "github.com/jetfn/jetfn/functions/report-summaries"
 	summarizesession "github.com/jetfn/jetfn/functions/summarize-session"
 )
 
@@ -14,5 +15,6 @@ func All() []jetfn.Function {
 	return []jetfn.Function{
 		{Name: summarizesession.Name, New: summarizesession.New, CheckConfig: summarizesession.CheckConfig},
 		{Name: publishrecordingevent.Name, New: publishrecordingevent.New, CheckConfig: publishrecordingevent.CheckConfig},
+		{Name: reportsummaries.Name, New: reportsummaries.New, CheckConfig: reportsummaries.CheckConfig},
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -226,11 +227,14 @@ func TestDevRestartKeepsData(t *testing.T) {
 	again := startDev(t, bin, dir, natsPort, mongoPort)
 	reuse := printedLine(t, again, "reusing ")
 	t.Log(reuse)
-	// The manifest's 4 streams and publish-recording-event's keyed stream;
-	// summarize-session's consumer, and publish-recording-event's router and
-	// 16 partitions.
-	if !strings.HasPrefix(reuse, "reusing "+dir+"/ (created ") || !strings.Contains(reuse, "): 5 streams with 1 message, 18 consumers, ") {
-		t.Errorf("restart printed %q, want it to reuse the dir and count 5 streams with 1 message and 18 consumers", reuse)
+	// The manifest's 5 streams and publish-recording-event's keyed stream;
+	// summarize-session's and report-summaries' consumers, and
+	// publish-recording-event's router and 16 partitions. The message
+	// published above, report-summaries' schedule, and a tick if a minute
+	// passed.
+	counts := regexp.MustCompile(`\): 6 streams with \d+ messages, 19 consumers, `)
+	if !strings.HasPrefix(reuse, "reusing "+dir+"/ (created ") || !counts.MatchString(reuse) {
+		t.Errorf("restart printed %q, want it to reuse the dir and count 6 streams and 19 consumers", reuse)
 	}
 	ack, after := publishWithID(t, again.natsURL, "restart-check")
 	if !ack.Duplicate || after != before {

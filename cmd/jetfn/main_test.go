@@ -27,7 +27,7 @@ func TestExitCodes(t *testing.T) {
 			env: map[string]string{"LOG_LEVEL": "loud"}, wantCode: 2, wantOut: `LOG_LEVEL: "loud" is not`},
 		{name: "bad flag", args: []string{"check", "--manifets", "x"}, wantCode: 2, wantOut: "flag provided but not defined"},
 		{name: "check passes the local manifest", args: []string{"check", "--manifest", "../../manifests/local.yaml"},
-			wantCode: 0, wantOut: "ok (4 streams, 2 functions"},
+			wantCode: 0, wantOut: "ok (5 streams, 3 functions"},
 		{name: "check passes the production manifest", args: []string{"check", "--manifest", "../../manifests/production.yaml"},
 			wantCode: 0, wantOut: "ok (4 streams, 2 functions"},
 		{name: "check refuses the field report's 2-minute window", args: []string{"check", "--manifest", "testdata/field-report-2m.yaml"},
