@@ -169,7 +169,7 @@ func (h *consumerHandle) look(ctx context.Context) {
 		if h.onAckWait != nil {
 			h.onAckWait(info.Config.AckWait)
 		}
-		if h.spec.Schedule != nil {
+		if h.spec.Schedule != nil && h.provision && !h.quiet {
 			if s, err := h.js.Stream(infoCtx, h.spec.Stream); err == nil {
 				h.keepSchedule(infoCtx, s)
 			}
@@ -269,8 +269,8 @@ func (h *consumerHandle) recreate(ctx context.Context) error {
 // restores a missing one: an instance of another revision may keep a
 // different one during a rolling deploy, and each start settles that.
 func (h *consumerHandle) keepSchedule(ctx context.Context, s jetstream.Stream) {
-	if h.spec.Schedule == nil || !h.provision || h.quiet {
-		return
+	if h.spec.Schedule == nil || !h.provision || h.quiet || !s.CachedInfo().Config.AllowMsgSchedules {
+		return // a stream made without schedules is ensureStream's to fix, at the next start
 	}
 	restored, err := restoreSchedule(ctx, h.js, s, h.spec)
 	switch {

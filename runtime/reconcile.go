@@ -202,6 +202,9 @@ const digestKey = "jetfn.manifest_digest"
 func consumerMetadata(f manifest.FunctionSpec, digest string) map[string]string {
 	md := map[string]string{wire.FunctionMetadataKey: f.Name, "jetfn.version": f.Version,
 		"jetfn.max_deliver": strconv.Itoa(f.MaxDeliver), digestKey: digest}
+	if f.IsKeyed() && f.Stream != f.KeyedStreamName() {
+		md[wire.RoleMetadataKey] = wire.RoleRouter // on the input stream: only the router reads there
+	}
 	m := f.Monitor
 	if m == nil {
 		return md
@@ -376,7 +379,8 @@ func (d *differ) String() string {
 
 // refusesSchedules says why the server would refuse to turn message
 // schedules on for a stream configured as have ("": it would not). It
-// turns rollups on with them, and allows purges, by itself.
+// turns rollups on with them, and allows purges, by itself, unless purges
+// were denied: a deny cannot be cancelled.
 func refusesSchedules(have jetstream.StreamConfig) string {
 	switch {
 	case have.Discard == jetstream.DiscardNew:
@@ -387,8 +391,10 @@ func refusesSchedules(have jetstream.StreamConfig) string {
 		return "sources"
 	case have.AllowMsgCounter:
 		return "counters"
-	case have.AllowAtomicPublish:
-		return "atomic publish"
+	case have.DenyPurge:
+		return "deny purge (schedules need rollups, which need purges)"
+	case have.Sealed:
+		return "a seal"
 	}
 	return ""
 }

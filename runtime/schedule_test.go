@@ -179,8 +179,8 @@ func TestScheduleRetriedTickNeverRunsAfterANewer(t *testing.T) {
 	m := subjectManifest(t, "test.tick", "    schedule: {every: 1s, missed: once}\n    backoff: [2500ms]\n    maxDeliver: 3\n")
 	r := env.start(m, h)
 	runtimetest.Eventually(t, 20*time.Second, "four ticks run", func() bool { return h.count() >= 4 })
-	if skipped := r.rt.Stats()[0].TicksSkipped; skipped != 1 {
-		t.Errorf("%d ticks skipped, want the failed one", skipped)
+	if skipped := r.rt.Stats()[0].TicksSkipped; skipped < 1 {
+		t.Errorf("%d ticks skipped, want at least the failed one", skipped)
 	}
 	runs := h.snapshot()
 	for i, run := range runs {
@@ -260,17 +260,42 @@ func TestScheduleWithoutProvisioningSaysSo(t *testing.T) {
 // stream the server cannot turn message schedules on for (discard: new,
 // sources, a mirror) is refused before anything changes, naming why.
 func TestScheduleOnAStreamThatCannotHaveOne(t *testing.T) {
-	env := newEnv(t)
-	ctx := context.Background()
-	if _, err := env.js.CreateStream(ctx, jetstream.StreamConfig{Name: "TEST", Subjects: []string{"test.>"}, Discard: jetstream.DiscardNew}); err != nil {
-		t.Fatal(err)
-	}
-	refusals, err := ServerRefusals(ctx, env.js, tickManifest(t, "{every: 1s}"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(refusals) != 1 || !strings.Contains(refusals[0], "discard new") {
-		t.Fatalf("refusals = %q, want one naming discard new", refusals)
+	for _, c := range []struct {
+		cfg  jetstream.StreamConfig
+		want string
+	}{
+		{jetstream.StreamConfig{Discard: jetstream.DiscardNew}, "discard new"},
+		{jetstream.StreamConfig{DenyPurge: true}, "deny purge"},
+		{jetstream.StreamConfig{AllowRollup: true}, ""},
+	} {
+		env := newEnv(t)
+		ctx := context.Background()
+		c.cfg.Name, c.cfg.Subjects = "TEST", []string{"test.>"}
+		if _, err := env.js.CreateStream(ctx, c.cfg); err != nil {
+			t.Fatal(err)
+		}
+		m := tickManifest(t, "{every: 1s}")
+		refusals, err := ServerRefusals(ctx, env.js, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.want == "" {
+			if len(refusals) > 0 {
+				t.Errorf("%+v: refusals %q, want none", c.cfg, refusals)
+			}
+			spec, _ := m.Stream("TEST")
+			if err := ensureStream(ctx, env.js, spec); err != nil {
+				t.Errorf("%+v: the server refused what ServerRefusals allowed: %v", c.cfg, err)
+			}
+			continue
+		}
+		if len(refusals) != 1 || !strings.Contains(refusals[0], c.want) {
+			t.Errorf("%+v: refusals = %q, want one naming %s", c.cfg, refusals, c.want)
+		}
+		spec, _ := m.Stream("TEST")
+		if err := ensureStream(ctx, env.js, spec); err == nil {
+			t.Errorf("%+v: the server took what ServerRefusals refused", c.cfg)
+		}
 	}
 }
 

@@ -59,3 +59,11 @@ const HeaderRetryAfter = "Retry-After"
 // names the function a consumer serves: its durable, partitions, router
 // and backfills. `jetfn pause` finds a function's consumers by it.
 const FunctionMetadataKey = "jetfn.function"
+
+// RoleMetadataKey marks, with RoleRouter, the consumers of a keyed
+// function that only copy its messages into its partitions (the router
+// and the router's backfills): `jetfn pause` leaves them running.
+const (
+	RoleMetadataKey = "jetfn.role"
+	RoleRouter      = "router"
+)

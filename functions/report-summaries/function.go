@@ -64,13 +64,16 @@ func New(deps jetfn.Deps) (jetfn.Handler, error) {
 	return &Function{cfg: cfg, summaries: deps.Mongo.Collection(events.SummariesCollection), pub: deps.Publisher}, nil
 }
 
-// Handle counts the window that ends at the tick's time and publishes the
-// report under that time as its ID.
+// Handle counts the last whole window before the tick's time (windows
+// are whole multiples of Window: 12:04 to 12:05 for a tick at 12:05:00.3,
+// stored a moment after its time) and publishes the report under the
+// window's end as its ID. Consecutive ticks so report consecutive windows
+// however late each is stored, and two ticks in one window report once.
 func (f *Function) Handle(ctx context.Context, msg jetfn.Msg) error {
 	if msg.Published.IsZero() {
 		return jetfn.Malformed(errors.New("the tick carries no time"))
 	}
-	to := msg.Published.UTC().Truncate(time.Second)
+	to := msg.Published.UTC().Truncate(f.cfg.Window)
 	report := events.SummariesReport{From: to.Add(-f.cfg.Window), To: to}
 	window := bson.M{"updatedAt": bson.M{"$gte": report.From, "$lt": report.To}}
 	var err error

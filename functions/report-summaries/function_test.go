@@ -3,6 +3,7 @@ package reportsummaries_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -36,21 +37,20 @@ functions:
 `
 
 // TestReportCountsTheWindowBeforeTheTick: at each tick the function counts
-// the summaries stored in the hour before it, leaving older ones out, and
-// publishes the report under the tick's time.
+// the summaries stored in the last whole hour before it, leaving the
+// others out, and publishes the report under the window's end.
 func TestReportCountsTheWindowBeforeTheTick(t *testing.T) {
 	_, client := runtimetest.StartMongo(t)
 	db := client.Database("report")
 	now := time.Now().UTC()
 	ctx := context.Background()
-	for i, s := range []struct {
-		at       time.Time
-		complete bool
-	}{{now.Add(-10 * time.Minute), true}, {now.Add(-20 * time.Minute), true}, {now.Add(-30 * time.Minute), false}, {now.Add(-2 * time.Hour), true}} {
-		sum := events.Summary{ID: "c:" + string(rune('a'+i)), Complete: s.complete, UpdatedAt: s.at}
+	var summaries []events.Summary
+	for i := range 12 { // every quarter of an hour over three hours; odd ones complete
+		sum := events.Summary{ID: fmt.Sprintf("c:%d", i), Complete: i%2 == 1, UpdatedAt: now.Add(-time.Duration(i*15+5) * time.Minute).Truncate(time.Millisecond)}
 		if _, err := db.Collection(events.SummariesCollection).InsertOne(ctx, sum); err != nil {
 			t.Fatal(err)
 		}
+		summaries = append(summaries, sum)
 	}
 	ns := runtimetest.StartNATS(t)
 	nc := runtimetest.Connect(t, ns.ClientURL())
@@ -80,8 +80,17 @@ func TestReportCountsTheWindowBeforeTheTick(t *testing.T) {
 	if err := json.Unmarshal(stored.Data, &report); err != nil {
 		t.Fatal(err)
 	}
-	if report.Summaries != 3 || report.Complete != 2 || report.To.Sub(report.From) != time.Hour {
-		t.Fatalf("report %+v: want 3 summaries, 2 complete, over an hour", report)
+	var want, complete int
+	for _, sum := range summaries {
+		if !sum.UpdatedAt.Before(report.From) && sum.UpdatedAt.Before(report.To) {
+			want++
+			if sum.Complete {
+				complete++
+			}
+		}
+	}
+	if report.Summaries != want || report.Complete != complete || report.To.Sub(report.From) != time.Hour || !report.To.Equal(report.To.Truncate(time.Hour)) {
+		t.Fatalf("report %+v: want %d summaries, %d complete, over the whole hour before the tick", report, want, complete)
 	}
 	if id := stored.Header.Get(jetstream.MsgIDHeader); !strings.HasSuffix(id, ":"+report.To.Format(time.RFC3339)) {
 		t.Fatalf("report ID %q, want it to end with the tick's time %s", id, report.To.Format(time.RFC3339))

@@ -18,7 +18,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/jetfn/jetfn/manifest"
 	"github.com/jetfn/jetfn/wire"
 )
 
@@ -60,28 +59,20 @@ func Resume(ctx context.Context, js jetstream.JetStream, function string) ([]Con
 }
 
 // each applies act to every consumer of function, found by the metadata
-// the runtime gives them, on every stream; for a keyed function, only to
-// its partitions, on its keyed stream.
+// the runtime gives them, on every stream, but a keyed function's router
+// and its backfills, which only copy into the partitions.
 func each(ctx context.Context, js jetstream.JetStream, function string,
 	act func(s jetstream.Stream, consumer string) (time.Time, error)) ([]Consumer, error) {
 	var out []Consumer
-	only := ""
-	keyed := (&manifest.FunctionSpec{Name: function}).KeyedStreamName()
-	if _, err := js.Stream(ctx, keyed); err == nil {
-		only = keyed
-	}
 	streams := js.ListStreams(ctx)
 	for info := range streams.Info() {
-		if only != "" && info.Config.Name != only {
-			continue // the router and its backfills copy on
-		}
 		s, err := js.Stream(ctx, info.Config.Name)
 		if err != nil {
 			return out, fmt.Errorf("looking up stream %s: %w", info.Config.Name, err)
 		}
 		consumers := s.ListConsumers(ctx)
 		for c := range consumers.Info() {
-			if c.Config.Metadata[wire.FunctionMetadataKey] != function {
+			if c.Config.Metadata[wire.FunctionMetadataKey] != function || c.Config.Metadata[wire.RoleMetadataKey] == wire.RoleRouter {
 				continue
 			}
 			until, err := act(s, c.Name)

@@ -154,7 +154,7 @@ func TestResumeKeyedFunction(t *testing.T) {
 	}
 	// What a widened filter leaves while the router catches up.
 	if _, err := input.CreateConsumer(context.Background(), jetstream.ConsumerConfig{Durable: "greeter-router-backfill-a",
-		AckPolicy: jetstream.AckExplicitPolicy, Metadata: map[string]string{wire.FunctionMetadataKey: "greeter"}}); err != nil {
+		AckPolicy: jetstream.AckExplicitPolicy, Metadata: map[string]string{wire.FunctionMetadataKey: "greeter", wire.RoleMetadataKey: wire.RoleRouter}}); err != nil {
 		t.Fatal(err)
 	}
 	consumers, err := pause.Pause(context.Background(), s.js, "greeter", pause.Indefinitely(time.Now()))
