@@ -27,7 +27,7 @@ functions:
       quiet: 2s
 `
 
-var known = []string{"publish-recording-event", "summarize-session"}
+var known = []string{"publish-recording-event", "report-summaries", "summarize-session"}
 
 func TestManifestDefaults(t *testing.T) {
 	m, err := Parse([]byte(validManifest))
@@ -72,7 +72,7 @@ func TestManifestValidation(t *testing.T) {
 	}{
 		{name: "unknown function lists the known ones",
 			edit: replace("name: summarize-session", "name: summarise"),
-			want: []string{`functions[0] (summarise).name: unknown function "summarise"; this binary has: publish-recording-event, summarize-session`}},
+			want: []string{`functions[0] (summarise).name: unknown function "summarise"; this binary has: publish-recording-event, report-summaries, summarize-session`}},
 		{name: "subject outside the stream",
 			edit: replace("subject: transcription.session-ended", "subject: recording.started"),
 			want: []string{"functions[0] (summarize-session).subject: recording.started is not covered by stream TRANSCRIPTION"}},

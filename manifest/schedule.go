@@ -164,50 +164,107 @@ func checkCron(pattern string) error {
 	if len(fields) != 6 {
 		return fmt.Errorf("%d fields: want 5 (minute hour day-of-month month day-of-week) or 6 (seconds first)", len(strings.Fields(pattern)))
 	}
+	sets := make([]cronSet, len(fields))
 	for i, field := range fields {
-		for expr := range strings.SplitSeq(field, ",") {
-			if err := checkCronRange(expr, i); err != nil {
+		// The server skips empty list items ("1,,2" is 1 and 2).
+		for expr := range strings.FieldsFuncSeq(field, func(r rune) bool { return r == ',' }) {
+			if err := sets[i].add(expr, i); err != nil {
 				return fmt.Errorf("%s field %q: %v", cronFields[i].name, field, err)
 			}
 		}
 	}
+	return checkCronDays(sets[3], sets[4], sets[5])
+}
+
+// cronSet is the values one cron field lets through, and whether it was
+// * or ?: the server ands a restricted day of month with a day of week
+// that is *, and ors the two when both are restricted.
+type cronSet struct {
+	values [60]bool
+	star   bool
+}
+
+// add checks one range of field i and adds its values.
+func (c *cronSet) add(expr string, i int) error {
+	b := cronFields[i]
+	span, stepText, stepped := strings.Cut(expr, "/")
+	step := 1
+	if stepped {
+		n, err := strconv.Atoi(stepText)
+		if err != nil || n < 1 {
+			return fmt.Errorf("step %q is not a whole number of at least 1", stepText)
+		}
+		step = n
+	}
+	low, top := b.low, b.top
+	if span == "*" || span == "?" {
+		c.star = c.star || step == 1 // the server: */2 restricts
+	} else {
+		bounds := strings.Split(span, "-")
+		if len(bounds) > 2 {
+			return fmt.Errorf("%q has more than one -", span)
+		}
+		var values []int
+		for _, v := range bounds {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				n = b.low + slices.Index(b.names, strings.ToLower(v))
+				if n < b.low {
+					return fmt.Errorf("%q is not a number from %d to %d%s", v, b.low, b.top, namesHint(b.names))
+				}
+			}
+			if n < b.low || n > b.top {
+				return fmt.Errorf("%d is not from %d to %d", n, b.low, b.top)
+			}
+			values = append(values, n)
+		}
+		if len(values) == 2 && values[0] > values[1] {
+			return fmt.Errorf("range %s runs backwards", span)
+		}
+		low, top = values[0], values[len(values)-1]
+		if len(values) == 1 && stepped {
+			top = b.top // n/step: from n on, as the server reads it
+		}
+	}
+	for v := low; v <= top; v += step {
+		c.values[v] = true
+	}
 	return nil
 }
 
-// checkCronRange checks one range of field i.
-func checkCronRange(expr string, i int) error {
-	b := cronFields[i]
-	span, step, stepped := strings.Cut(expr, "/")
-	if stepped {
-		if n, err := strconv.Atoi(step); err != nil || n < 1 {
-			return fmt.Errorf("step %q is not a whole number of at least 1", step)
-		}
-	}
-	if span == "*" || span == "?" {
+// checkCronDays refuses a pattern whose restricted days of month fall in
+// none of its months (30 February), with its day of week unrestricted: the
+// server would look five years ahead for a time, find none and refuse it.
+func checkCronDays(days, months, weekdays cronSet) error {
+	if days.star || !weekdays.star {
 		return nil
 	}
-	bounds := strings.Split(span, "-")
-	if len(bounds) > 2 {
-		return fmt.Errorf("%q has more than one -", span)
-	}
-	var values []int
-	for _, v := range bounds {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			n = b.low + slices.Index(b.names, strings.ToLower(v))
-			if n < b.low {
-				return fmt.Errorf("%q is not a number from %d to %d%s", v, b.low, b.top, namesHint(b.names))
+	var asked []int
+	for day := 1; day <= 31; day++ {
+		if !days.values[day] {
+			continue
+		}
+		asked = append(asked, day)
+		for month := 1; month <= 12; month++ {
+			if months.values[month] && day <= daysIn(time.Month(month)) {
+				return nil
 			}
 		}
-		if n < b.low || n > b.top {
-			return fmt.Errorf("%d is not from %d to %d", n, b.low, b.top)
-		}
-		values = append(values, n)
 	}
-	if len(values) == 2 && values[0] > values[1] {
-		return fmt.Errorf("range %s runs backwards", span)
+	return fmt.Errorf("no month given has a day %s: the schedule would never run", joinInts(asked))
+}
+
+// daysIn is the most days month ever has (29 for February).
+func daysIn(month time.Month) int {
+	return time.Date(2024, month+1, 0, 0, 0, 0, 0, time.UTC).Day()
+}
+
+func joinInts(values []int) string {
+	text := make([]string, len(values))
+	for i, v := range values {
+		text[i] = strconv.Itoa(v)
 	}
-	return nil
+	return strings.Join(text, " or ")
 }
 
 func namesHint(names []string) string {

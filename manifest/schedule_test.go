@@ -26,6 +26,8 @@ func TestScheduleValidation(t *testing.T) {
 		{"no such day", "    schedule: {cron: \"0 9 * * funday\"}", `"funday" is not a number from 0 to 6 or a name such as sun`},
 		{"no such zone", "    schedule: {cron: \"@daily\", timeZone: Mars/Olympus}", `timeZone "Mars/Olympus" is not an IANA time zone`},
 		{"a missed policy unknown", "    schedule: {every: 1m, missed: later}", `missed: "later": want once`},
+		{"a date that never comes", "    schedule: {cron: \"0 0 30 2 *\"}", "no month given has a day 30"},
+		{"days no month given has", "    schedule: {cron: \"0 0 31 4,6 *\"}", "no month given has a day 31"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -74,6 +76,9 @@ func TestSchedulePatterns(t *testing.T) {
 		`    schedule: {cron: "30 0 9 * jan-mar mon,fri"}`:           "30 0 9 * jan-mar mon,fri",
 		`    schedule: {cron: "@daily", timeZone: America/New_York}`: "@daily",
 		"    schedule: {every: 90s}":                                 "@every 1m30s",
+		`    schedule: {cron: "0 0 29 2 *"}`:                         "0 0 0 29 2 *",
+		`    schedule: {cron: "0 0 30 2 mon"}`:                       "0 0 0 30 2 mon",
+		`    schedule: {cron: "0 1,,2 * * *"}`:                       "0 0 1,,2 * * *",
 	} {
 		m, err := Parse([]byte(scheduledManifest(lines)))
 		if err != nil {
