@@ -105,6 +105,9 @@ func TestDelayedOutputOnceThroughRetriesAndARestart(t *testing.T) {
 	if n := env.storedOn("test.later"); n != 1 || string(out.Data) != "hello" || !strings.HasPrefix(out.Header.Get(OutputIDHeader), "jetfn:fn:test.later:") {
 		t.Fatalf("%d outputs on test.later, the last %q with ID %q; want one hello carrying its output ID", n, out.Data, out.Header.Get(OutputIDHeader))
 	}
+	if waiting, receipts := env.storedUnder("test.later.jetfn-delay.*"), env.storedUnder("test.later.jetfn-delay.*.sent"); waiting != 0 || receipts != 1 {
+		t.Errorf("%d schedules still waiting and %d receipts, want none waiting (a retry scheduled it again) and one receipt", waiting, receipts)
+	}
 	if dup := rt.Stats()[0].DuplicateOutputs; dup != 2 {
 		t.Errorf("%d duplicate outputs counted, want the two retries'", dup)
 	}
@@ -144,4 +147,23 @@ func TestDelayedOutputPermissionsSufficient(t *testing.T) {
 	if v := p.log.Violations(); len(v) > 0 {
 		t.Fatalf("permission violations with the --provision permissions: %v\n%s", v, p.log.String())
 	}
+}
+
+// storedUnder counts the messages stream TEST holds on subjects matching
+// filter.
+func (e *testEnv) storedUnder(filter string) uint64 {
+	e.t.Helper()
+	s, err := e.js.Stream(context.Background(), "TEST")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	info, err := s.Info(context.Background(), jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var n uint64
+	for _, count := range info.State.Subjects {
+		n += count
+	}
+	return n
 }
