@@ -23,6 +23,12 @@ var ErrPermanent = errors.New("permanent failure")
 // manifest.
 var ErrUndeclaredOutput = errors.New("publish to an undeclared output")
 
+// ErrUndelayedOutput is a PublishAt to an output the manifest does not
+// declare `delayed: true`, or without a key (NoDedup): its stream would
+// not store the waiting output, or a retry would schedule it twice. It is
+// permanent, as ErrUndeclaredOutput is.
+var ErrUndelayedOutput = errors.New("delayed publish to an output not declared delayed")
+
 // ErrNoOutputKey is a Publish without a key. It is permanent: the handler
 // would publish the same output again on every redelivery, so it must
 // derive a key from its input (Msg.ID) or say NoDedup.

@@ -125,6 +125,14 @@ func (h Header) Values(key string) []string { return h[key] }
 // purpose.
 type Publisher interface {
 	Publish(ctx context.Context, subject string, data []byte, key string) error
+	// PublishAt has the output published at at (now, if at has passed)
+	// instead of now, by the server, whether or not any instance runs
+	// then; the output must be declared `delayed: true` in the manifest.
+	// It returns once the output waits in its stream. The key deduplicates
+	// it as Publish's does, also after it was published: a retried handler
+	// schedules it once, and a later at does not move it. For a delay,
+	// pass time.Now().Add(d).
+	PublishAt(ctx context.Context, subject string, data []byte, key string, at time.Time) error
 }
 
 // NoDedup, given to Publish as the key, publishes without a message ID: a

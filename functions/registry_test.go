@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
@@ -73,3 +74,5 @@ func TestFunctionsWordFaultsAlike(t *testing.T) {
 type nopPublisher struct{}
 
 func (nopPublisher) Publish(context.Context, string, []byte, string) error { return nil }
+
+func (nopPublisher) PublishAt(context.Context, string, []byte, string, time.Time) error { return nil }

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jetfn/jetfn"
 	"github.com/jetfn/jetfn/manifest"
@@ -27,6 +28,9 @@ type Output struct {
 	// runtime would send for it ("" for jetfn.NoDedup).
 	Key   string
 	MsgID string
+	// At is when a PublishAt asked for it to be published; zero for
+	// Publish.
+	At time.Time
 }
 
 // Publisher is a jetfn.Publisher that records instead of publishing. It
@@ -39,6 +43,9 @@ type Publisher struct {
 	// Declared are the manifest's output subjects (patterns); empty allows
 	// any subject.
 	Declared []string
+	// Delayed are those declared `delayed: true`; empty allows PublishAt
+	// to any subject Declared allows.
+	Delayed []string
 	// Err, when set, is returned by every Publish instead of recording, to
 	// test how a handler meets a publish failure.
 	Err error
@@ -51,6 +58,20 @@ var _ jetfn.Publisher = (*Publisher)(nil)
 
 // Publish records one output, or refuses it as the runtime would.
 func (p *Publisher) Publish(_ context.Context, subject string, data []byte, key string) error {
+	return p.record(subject, data, key, time.Time{})
+}
+
+// PublishAt records one delayed output, or refuses it as the runtime
+// would: also a subject outside Delayed (when set) and jetfn.NoDedup, with
+// jetfn.ErrUndelayedOutput.
+func (p *Publisher) PublishAt(_ context.Context, subject string, data []byte, key string, at time.Time) error {
+	if p.Err == nil && (len(p.Delayed) > 0 && !manifest.CoveredByAny(subject, p.Delayed) || key == jetfn.NoDedup) {
+		return jetfn.Permanent(fmt.Errorf("%w: %s (key %q)", jetfn.ErrUndelayedOutput, subject, key))
+	}
+	return p.record(subject, data, key, at)
+}
+
+func (p *Publisher) record(subject string, data []byte, key string, at time.Time) error {
 	if p.Err != nil {
 		return p.Err
 	}
@@ -64,7 +85,7 @@ func (p *Publisher) Publish(_ context.Context, subject string, data []byte, key 
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.outputs = append(p.outputs, Output{Subject: subject, Data: slices.Clone(data), Key: key, MsgID: msgID})
+	p.outputs = append(p.outputs, Output{Subject: subject, Data: slices.Clone(data), Key: key, MsgID: msgID, At: at})
 	return nil
 }
 

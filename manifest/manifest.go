@@ -76,6 +76,9 @@ type StreamSpec struct {
 	// AllowSchedules, set by jetfn when a scheduled function reads the
 	// stream (schedule.go), lets the server keep message schedules in it.
 	AllowSchedules bool `yaml:"-"`
+	// AllowAtomic, set by jetfn when a function's delayed output is stored
+	// in the stream, lets the server take atomic batches (delayed.go).
+	AllowAtomic bool `yaml:"-"`
 }
 
 // FunctionSpec binds one function to a durable pull consumer: a compiled-in
@@ -200,6 +203,10 @@ type MonitorSpec struct {
 type OutputSpec struct {
 	Subject string `yaml:"subject"`
 	Stream  string `yaml:"stream"`
+	// Delayed lets the function publish this output to happen later
+	// (Publisher.PublishAt): its stream then also stores the waiting
+	// outputs, under DelaySubjectInfix (delayed.go).
+	Delayed bool `yaml:"delayed"`
 }
 
 // Manifest defaults, applied to fields a manifest leaves out.
@@ -329,6 +336,11 @@ func (m *Manifest) applyDefaults() {
 	for i := range m.Functions {
 		f := &m.Functions[i]
 		f.applyDefaults()
+		for _, o := range f.Outputs {
+			if o.Delayed {
+				m.allowDelays(o.Stream)
+			}
+		}
 		if f.Schedule == nil {
 			continue
 		}
@@ -337,6 +349,16 @@ func (m *Manifest) applyDefaults() {
 			if m.Streams[j].Name == f.Stream {
 				m.Streams[j].AllowSchedules = true
 			}
+		}
+	}
+}
+
+// allowDelays lets stream hold delayed outputs: the server's message
+// schedules, published in atomic batches (delayed.go).
+func (m *Manifest) allowDelays(stream string) {
+	for j := range m.Streams {
+		if m.Streams[j].Name == stream {
+			m.Streams[j].AllowSchedules, m.Streams[j].AllowAtomic = true, true
 		}
 	}
 }
@@ -399,6 +421,18 @@ func (f *FunctionSpec) OutputSubjects() []string {
 	subjects := make([]string, 0, len(f.Outputs))
 	for _, o := range f.Outputs {
 		subjects = append(subjects, o.Subject)
+	}
+	return subjects
+}
+
+// DelayedOutputSubjects are the subjects (patterns) of f's outputs
+// declared delayed.
+func (f *FunctionSpec) DelayedOutputSubjects() []string {
+	var subjects []string
+	for _, o := range f.Outputs {
+		if o.Delayed {
+			subjects = append(subjects, o.Subject)
+		}
 	}
 	return subjects
 }

@@ -123,6 +123,9 @@ func (m *Manifest) Permissions(o PermissionOptions) Permissions {
 			"$JS.API.CONSUMER.INFO."+s+"."+d, "$JS.API.STREAM.INFO."+s,
 			m.DeadLetterSubject(f.Name))
 		pub.add(f.OutputSubjects()...)
+		for _, subject := range f.DelayedOutputSubjects() {
+			pub.add(DelaySubjects(subject)) // the schedule and receipt of a delayed output
+		}
 		if f.IsRemote() {
 			// The requests, and the discovery that finds the remote's
 			// instances for status and /readyz.

@@ -252,6 +252,9 @@ func (m *Manifest) validateOutputs(fat place, f *FunctionSpec, add problemFunc) 
 			add(oat.Key("stream"), "%q is not declared under streams", o.Stream)
 		case !CoveredByAny(o.Subject, stream.Subjects):
 			add(oat, "subject %s is not stored by stream %s (subjects %v); the publish would fail", o.Subject, o.Stream, stream.Subjects)
+		case o.Delayed && !CoveredByAny(DelaySubjects(o.Subject), stream.Subjects):
+			add(oat.Key("delayed"), "stream %s must also store %s, where a delayed output waits: add %s.> (or a wider pattern) to its subjects",
+				o.Stream, DelaySubjects(o.Subject), o.Subject)
 		case stream.Retention == "interest" || stream.Retention == "workqueue":
 			add(oat, "stream %s has retention %s, which deletes a message once consumed; the server keeps its "+
 				"message ID only while it is stored, so after a restart a redelivery's repeated output would be "+

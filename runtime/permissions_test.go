@@ -223,12 +223,14 @@ func (p *permsCase) outputs() int {
 // its streams and consumer itself; otherwise an admin does first.
 func startPermsCase(t *testing.T, m *manifest.Manifest, perms manifest.Permissions, selfProvision bool) *permsCase {
 	t.Helper()
-	return startPermsCaseAfter(t, m, perms, selfProvision, nil)
+	return startPermsCaseAfter(t, m, perms, selfProvision, nil, permsHandler)
 }
 
 // startPermsCaseAfter is startPermsCase with what an earlier deployment
-// left on the server: seed runs as the admin before the runtime starts.
-func startPermsCaseAfter(t *testing.T, m *manifest.Manifest, perms manifest.Permissions, selfProvision bool, seed func(jetstream.JetStream)) *permsCase {
+// left on the server (seed runs as the admin before the runtime starts)
+// and fn's handler made by newHandler.
+func startPermsCaseAfter(t *testing.T, m *manifest.Manifest, perms manifest.Permissions, selfProvision bool, seed func(jetstream.JetStream),
+	newHandler func(jetfn.Deps) (jetfn.Handler, error)) *permsCase {
 	t.Helper()
 	url := runtimetest.StartAccountsServer(t, perms.ServerConfig())
 	admin := runtimetest.Connect(t, strings.Replace(url, "nats://", "nats://admin:admin@", 1))
@@ -253,7 +255,7 @@ func startPermsCaseAfter(t *testing.T, m *manifest.Manifest, perms manifest.Perm
 	}
 	t.Cleanup(user.Close)
 	opts = append(opts, WithLogger(slog.New(slog.NewTextHandler(log, nil))))
-	rt, err := New(user, m, []jetfn.Function{{Name: "fn", New: permsHandler}}, opts...)
+	rt, err := New(user, m, []jetfn.Function{{Name: "fn", New: newHandler}}, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,6 +99,8 @@ type outputPublisher struct {
 	// first created under (scope.go). Nil: the name.
 	scope   *idScope
 	outputs []string
+	// delayed are the outputs declared delayed (delayed.go).
+	delayed []string
 	stats   *counters
 	log     *slog.Logger
 	// tracer starts each output's producer span; nil when tracing is off.

@@ -36,8 +36,10 @@ func streamConfig(s manifest.StreamSpec) jetstream.StreamConfig {
 		MaxMsgs:    unlimitedIfZero(s.MaxMsgs),
 		MaxBytes:   unlimitedIfZero(s.MaxBytes),
 		Sources:    sourcesOf(s.Source),
-		// Message schedules, for a scheduled function's ticks.
-		AllowMsgSchedules: s.AllowSchedules,
+		// Message schedules, for a scheduled function's ticks and delayed
+		// outputs, which are published in atomic batches.
+		AllowMsgSchedules:  s.AllowSchedules,
+		AllowAtomicPublish: s.AllowAtomic,
 	}
 }
 
@@ -67,6 +69,7 @@ func overlayStream(have jetstream.StreamConfig, s manifest.StreamSpec) jetstream
 	}
 	// The server cannot turn message schedules off once on.
 	out.AllowMsgSchedules = have.AllowMsgSchedules || want.AllowMsgSchedules
+	out.AllowAtomicPublish = have.AllowAtomicPublish || want.AllowAtomicPublish // a deploy that drops a delay leaves batches possible
 	out.Metadata = withoutServerKeys(have.Metadata)
 	return out
 }

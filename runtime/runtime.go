@@ -301,7 +301,7 @@ func (r *Runtime) prepare(spec manifest.FunctionSpec, m *manifest.Manifest) (*bi
 	deps := jetfn.Deps{
 		Logger:    log,
 		Config:    spec.Config,
-		Publisher: outputPublisher{js: r.js, function: spec.Name, scope: scope, outputs: spec.OutputSubjects(), stats: stats, log: log, tracer: r.opts.tracer},
+		Publisher: outputPublisher{js: r.js, function: spec.Name, scope: scope, outputs: spec.OutputSubjects(), delayed: spec.DelayedOutputSubjects(), stats: stats, log: log, tracer: r.opts.tracer},
 		Mongo:     r.opts.mongo,
 	}
 	var handler jetfn.Handler

@@ -402,7 +402,7 @@ func TestScheduleRemovedWithTheNewPermissions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	p := startPermsCaseAfter(t, unscheduled, unscheduled.Permissions(manifest.PermissionOptions{Provision: true}), true, seed)
+	p := startPermsCaseAfter(t, unscheduled, unscheduled.Permissions(manifest.PermissionOptions{Provision: true}), true, seed, permsHandler)
 	if stored := p.env.storedSchedule("test.tick"); stored != "" {
 		t.Fatalf("the removed schedule %q is still stored", stored)
 	}

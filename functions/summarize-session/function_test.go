@@ -66,3 +66,5 @@ func TestNewConfig(t *testing.T) {
 type nopPublisher struct{}
 
 func (nopPublisher) Publish(context.Context, string, []byte, string) error { return nil }
+
+func (nopPublisher) PublishAt(context.Context, string, []byte, string, time.Time) error { return nil }
