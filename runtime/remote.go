@@ -55,6 +55,7 @@ type remoteHandler struct {
 	function      string
 	subject       string
 	outputs       []string
+	delayed       []string
 	timeout       time.Duration
 	maxRetryAfter time.Duration
 	publisher     jetfn.Publisher
@@ -68,7 +69,7 @@ type remoteHandler struct {
 var _ jetfn.Handler = (*remoteHandler)(nil)
 
 func newRemoteHandler(nc *nats.Conn, spec manifest.FunctionSpec, deps jetfn.Deps) *remoteHandler {
-	return &remoteHandler{nc: nc, function: spec.Name, subject: spec.Remote.Subject, outputs: spec.OutputSubjects(),
+	return &remoteHandler{nc: nc, function: spec.Name, subject: spec.Remote.Subject, outputs: spec.OutputSubjects(), delayed: spec.DelayedOutputSubjects(),
 		timeout: spec.Timeout, maxRetryAfter: spec.RetryAfterBound(), publisher: deps.Publisher, log: deps.Logger,
 		state: newRemoteState(spec.Remote.Subject)}
 }
@@ -94,12 +95,32 @@ func (h *remoteHandler) Handle(ctx context.Context, msg jetfn.Msg) error {
 	}
 	h.state.replied()
 	outputs, err := readReply(reply, h.subject, h.outputs, h.maxRetryAfter)
+	if err == nil {
+		err = h.checkDelays(outputs)
+	}
 	if err != nil {
 		return err
 	}
 	for _, o := range outputs {
-		if err := h.publisher.Publish(ctx, o.subject, o.data, o.key); err != nil {
+		if o.at.IsZero() {
+			err = h.publisher.Publish(ctx, o.subject, o.data, o.key)
+		} else {
+			err = h.publisher.PublishAt(ctx, o.subject, o.data, o.key, o.at)
+		}
+		if err != nil {
 			return fmt.Errorf("publishing output %s of remote %s: %w", o.subject, h.subject, err)
+		}
+	}
+	return nil
+}
+
+// checkDelays refuses, before anything is published, a reply that delays
+// an output the manifest does not declare delayed.
+func (h *remoteHandler) checkDelays(outputs []remoteOutput) error {
+	for i, o := range outputs {
+		if !o.at.IsZero() && !manifest.CoveredByAny(o.subject, h.delayed) {
+			return jetfn.Malformed(fmt.Errorf("remote %s broke the reply contract: outputs[%d]: %w: %s is not declared delayed: true",
+				h.subject, i, jetfn.ErrUndelayedOutput, o.subject))
 		}
 	}
 	return nil

@@ -27,6 +27,9 @@ type remoteOutput struct {
 	subject string
 	data    []byte
 	key     string
+	// at, when set, is when the output is to be published (a delayed
+	// output, delayed.go).
+	at time.Time
 }
 
 // replyBody is a success reply's JSON. Members are matched exactly and an
@@ -41,6 +44,10 @@ type replyOutput struct {
 	Data       jsontext.Value `json:"data"`
 	DataBase64 *string        `json:"dataBase64"`
 	Key        string         `json:"key"`
+	// At (RFC 3339) or After (a Go duration, from when jetfn reads the
+	// reply) delay the output.
+	At    string `json:"at"`
+	After string `json:"after"`
 }
 
 // readReply maps a reply to the outputs to publish, or to the error that
@@ -164,7 +171,32 @@ func (o replyOutput) check(declared []string) (remoteOutput, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
-	return remoteOutput{subject: o.Subject, data: data, key: o.Key}, errors.Join(errs...)
+	at, err := o.when(time.Now())
+	if err != nil {
+		errs = append(errs, err)
+	}
+	return remoteOutput{subject: o.Subject, data: data, key: o.Key, at: at}, errors.Join(errs...)
+}
+
+// when is a delayed output's time (zero: publish now).
+func (o replyOutput) when(now time.Time) (time.Time, error) {
+	switch {
+	case o.At != "" && o.After != "":
+		return time.Time{}, errors.New("both at and after; give one")
+	case o.At != "":
+		at, err := time.Parse(time.RFC3339Nano, o.At)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("at %q is not an RFC 3339 time", o.At)
+		}
+		return at, nil
+	case o.After != "":
+		d, err := time.ParseDuration(o.After)
+		if err != nil || d < 0 {
+			return time.Time{}, fmt.Errorf("after %q is not a duration such as 90s or 24h", o.After)
+		}
+		return now.Add(d), nil
+	}
+	return time.Time{}, nil
 }
 
 func (o replyOutput) payload() ([]byte, error) {

@@ -153,6 +153,28 @@ func TestRemoteOutputs(t *testing.T) {
 	}
 }
 
+// TestRemoteDelayedOutput: a reply's output with "after" is published
+// that much later, by the server, with its ID on the output.
+func TestRemoteDelayedOutput(t *testing.T) {
+	env := newEnv(t)
+	env.startRemote(func(req micro.Request, _ int) {
+		id := req.Headers().Get(wire.HeaderRemoteMsgID)
+		_ = req.Respond([]byte(`{"outputs":[{"subject":"test.out","data":"later","key":"` + id + `","after":"1s"}]}`))
+	})
+	m := testManifest(t, "    remote: {subject: remote.fn}\n    outputs: [{subject: test.out, stream: TEST, delayed: true}]\n")
+	env.startRemoteFn(m)
+	published := time.Now()
+	env.publish("test.in", `{}`)
+	runtimetest.Eventually(t, 10*time.Second, "ack", func() bool { return env.settled("TEST", "fn", 1) })
+	runtimetest.Eventually(t, 10*time.Second, "the delayed output", func() bool { return env.storedOn("test.out") == 1 })
+	if took := time.Since(published); took < 900*time.Millisecond {
+		t.Errorf("the output came %s after the publish, before its second", took)
+	}
+	if receipts := env.storedUnder("test.out.jetfn-delay.*.sent"); receipts != 1 {
+		t.Errorf("%d receipts, want 1", receipts)
+	}
+}
+
 // TestRemoteReplies covers every row of the reply table: what each reply
 // makes of the delivery.
 func TestRemoteReplies(t *testing.T) {
@@ -189,6 +211,11 @@ func TestRemoteReplies(t *testing.T) {
 			wantCalls: 1, wantReason: `remote remote.fn broke the reply contract: the body is not {"outputs":`},
 		{name: "a misspelt member dead-letters", reply: replyJSON(`{"output":[` + valid + `]}`),
 			wantCalls: 1, wantReason: "broke the reply contract"},
+		{name: "a delay of an output not declared delayed dead-letters and publishes nothing",
+			reply:     replyJSON(`{"outputs":[` + valid + `,{"subject":"test.out","data":1,"key":"k2","after":"1s"}]}`),
+			wantCalls: 1, wantReason: "outputs[1]: delayed publish to an output not declared delayed: test.out is not declared delayed: true"},
+		{name: "a bad delay dead-letters", reply: replyJSON(`{"outputs":[{"subject":"test.out","data":1,"key":"k","at":"tomorrow"}]}`),
+			wantCalls: 1, wantReason: `at "tomorrow" is not an RFC 3339 time`},
 		{name: "400 dead-letters with the description", reply: respondErr("400", "bad payload", nil),
 			wantCalls: 1, wantReason: "remote remote.fn replied 400: bad payload"},
 		{name: "404 dead-letters", reply: respondErr("404", "no such greeting", nil), wantCalls: 1, wantReason: "no such greeting"},
