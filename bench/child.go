@@ -54,6 +54,8 @@ type childSpec struct {
 	Profile string `json:"profile,omitempty"`
 	// TraceEndpoint is the traced variant's OTLP/HTTP endpoint (trace.go).
 	TraceEndpoint string `json:"trace_endpoint,omitempty"`
+	// Functions is how many functions the idle variants run (idle.go).
+	Functions int `json:"functions,omitempty"`
 }
 
 // childReport is the child's own view of its repetition: the Go runtime's
@@ -139,6 +141,10 @@ func startVariant(ctx context.Context, spec childSpec, nc *nats.Conn) (func() er
 		return startSessionRuntime(ctx, nc, spec)
 	case variantTraced:
 		return startTracedRuntime(ctx, nc, spec)
+	case variantIdleJetfn:
+		return startIdleRuntime(ctx, nc, spec)
+	case variantIdleRaw:
+		return startIdleRaw(ctx, nc, spec)
 	}
 	return nil, fmt.Errorf("unknown variant %q", spec.Variant)
 }

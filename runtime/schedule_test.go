@@ -57,18 +57,7 @@ func tickManifest(t *testing.T, schedule string) *manifest.Manifest {
 }
 
 // storedOn counts the messages stream TEST holds on subject.
-func (e *testEnv) storedOn(subject string) uint64 {
-	e.t.Helper()
-	s, err := e.js.Stream(context.Background(), "TEST")
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	info, err := s.Info(context.Background(), jetstream.WithSubjectFilter(subject))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return info.State.Subjects[subject]
-}
+func (e *testEnv) storedOn(subject string) uint64 { return e.storedUnder(subject) }
 
 // storedSchedule is the schedule stream TEST keeps for subject ("": none;
 // a message without one on the schedule subject ends its ticks).
