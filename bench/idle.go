@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -56,11 +57,17 @@ func (r IdleRow) CPUPercent() float64 { return 100 * r.CPU.Seconds() / r.Idle.Se
 
 // RunIdle measures both variants for each count of functions, each on a
 // fresh embedded server, idling for idle.
-func RunIdle(ctx context.Context, counts []int, idle time.Duration, progress func(string)) ([]IdleRow, error) {
+// With profileDir set, each child writes its CPU and allocation profiles
+// of the idle window there.
+func RunIdle(ctx context.Context, counts []int, idle time.Duration, profileDir string, progress func(string)) ([]IdleRow, error) {
 	var rows []IdleRow
 	for _, n := range counts {
 		for _, variant := range []string{variantIdleRaw, variantIdleJetfn} {
-			row, err := runIdleOnce(ctx, variant, n, idle)
+			profile := ""
+			if profileDir != "" {
+				profile = filepath.Join(profileDir, fmt.Sprintf("%s-%d", variant, n))
+			}
+			row, err := runIdleOnce(ctx, variant, n, idle, profile)
 			if err != nil {
 				return rows, fmt.Errorf("%s with %d functions: %w", variant, n, err)
 			}
@@ -71,7 +78,7 @@ func RunIdle(ctx context.Context, counts []int, idle time.Duration, progress fun
 	return rows, nil
 }
 
-func runIdleOnce(ctx context.Context, variant string, n int, idle time.Duration) (IdleRow, error) {
+func runIdleOnce(ctx context.Context, variant string, n int, idle time.Duration, profile string) (IdleRow, error) {
 	dir, err := os.MkdirTemp("", "jetfn-bench-idle-")
 	if err != nil {
 		return IdleRow{}, err
@@ -83,7 +90,7 @@ func runIdleOnce(ctx context.Context, variant string, n int, idle time.Duration)
 	}
 	defer devstack.StopNATS(ns)
 	start := time.Now()
-	c, err := spawn(ctx, childSpec{Variant: variant, NATSURL: ns.ClientURL(), Functions: n, Concurrency: 1})
+	c, err := spawn(ctx, childSpec{Variant: variant, NATSURL: ns.ClientURL(), Functions: n, Concurrency: 1, Profile: profile})
 	if err != nil {
 		return IdleRow{}, err
 	}

@@ -20,6 +20,7 @@ func main() {
 	bench.RunIfChild()
 	counts := flag.String("functions", "1,10,100,500", "numbers of functions per process, comma-separated")
 	idle := flag.Duration("idle", 30*time.Second, "how long each process idles while the server counts its requests")
+	profile := flag.String("profile", "", "write each process's CPU and allocation profiles of its idle window to this directory")
 	flag.Parse()
 	var ns []int
 	for _, f := range strings.Split(*counts, ",") {
@@ -32,7 +33,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if _, err := bench.RunIdle(ctx, ns, *idle, func(line string) { fmt.Println(line) }); err != nil {
+	if _, err := bench.RunIdle(ctx, ns, *idle, *profile, func(line string) { fmt.Println(line) }); err != nil {
 		fmt.Fprintln(os.Stderr, "scale-bench:", err)
 		os.Exit(1)
 	}
