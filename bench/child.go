@@ -145,6 +145,8 @@ func startVariant(ctx context.Context, spec childSpec, nc *nats.Conn) (func() er
 		return startIdleRuntime(ctx, nc, spec)
 	case variantIdleRaw:
 		return startIdleRaw(ctx, nc, spec)
+	case variantHeld:
+		return startHeldRuntime(ctx, nc, spec)
 	}
 	return nil, fmt.Errorf("unknown variant %q", spec.Variant)
 }

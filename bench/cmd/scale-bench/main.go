@@ -1,6 +1,7 @@
 // Command scale-bench measures how jetfn's cost grows as a deployment
-// grows (issue 34), beside nats.go written by hand. So far one curve:
-// functions per process, idle.
+// grows (issue 34), beside nats.go written by hand where there is such a
+// thing. So far two curves: functions per process, idle; and messages
+// held at once by slow handlers.
 package main
 
 import (
@@ -18,23 +19,49 @@ import (
 
 func main() {
 	bench.RunIfChild()
-	counts := flag.String("functions", "1,10,100,500", "numbers of functions per process, comma-separated")
-	idle := flag.Duration("idle", 30*time.Second, "how long each process idles while the server counts its requests")
-	profile := flag.String("profile", "", "write each process's CPU and allocation profiles of its idle window to this directory")
-	flag.Parse()
-	var ns []int
-	for _, f := range strings.Split(*counts, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			fmt.Fprintf(os.Stderr, "scale-bench: -functions: %q is not a positive whole number\n", f)
-			os.Exit(2)
-		}
-		ns = append(ns, n)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if _, err := bench.RunIdle(ctx, ns, *idle, *profile, func(line string) { fmt.Println(line) }); err != nil {
+	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "scale-bench:", err)
 		os.Exit(1)
 	}
+}
+
+func run() error {
+	counts := flag.String("functions", "1,10,100,500", "numbers of functions per process, comma-separated (empty: skip)")
+	idle := flag.Duration("idle", 30*time.Second, "how long each process idles while the server counts its requests")
+	profile := flag.String("profile", "", "write each idle process's CPU and allocation profiles of its idle window to this directory")
+	held := flag.String("held", "100,1000,10000", "numbers of messages held at once by slow handlers, comma-separated (empty: skip)")
+	heldWindow := flag.Duration("held-window", 20*time.Second, "how long the held messages are measured")
+	flag.Parse()
+	functions, err := positiveInts("-functions", *counts)
+	if err != nil {
+		return err
+	}
+	heldCounts, err := positiveInts("-held", *held)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	report := func(line string) { fmt.Println(line) }
+	if _, err := bench.RunIdle(ctx, functions, *idle, *profile, report); err != nil {
+		return err
+	}
+	_, err = bench.RunHeld(ctx, heldCounts, *heldWindow, report)
+	return err
+}
+
+// positiveInts reads a comma-separated list of positive whole numbers.
+func positiveInts(flagName, list string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(list, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%s: %q is not a positive whole number", flagName, f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
