@@ -147,6 +147,8 @@ func startVariant(ctx context.Context, spec childSpec, nc *nats.Conn) (func() er
 		return startIdleRaw(ctx, nc, spec)
 	case variantHeld:
 		return startHeldRuntime(ctx, nc, spec)
+	case variantBacklog:
+		return startBacklogRuntime(ctx, nc, spec)
 	}
 	return nil, fmt.Errorf("unknown variant %q", spec.Variant)
 }

@@ -1,7 +1,7 @@
 // Command scale-bench measures how jetfn's cost grows as a deployment
 // grows (issue 34), beside nats.go written by hand where there is such a
-// thing. So far two curves: functions per process, idle; and messages
-// held at once by slow handlers.
+// thing. So far three curves: functions per process, idle; messages held
+// at once by slow handlers; and a long backlog drained.
 package main
 
 import (
@@ -31,6 +31,7 @@ func run() error {
 	profile := flag.String("profile", "", "write each idle process's CPU and allocation profiles of its idle window to this directory")
 	held := flag.String("held", "100,1000,10000", "numbers of messages held at once by slow handlers, comma-separated (empty: skip)")
 	heldWindow := flag.Duration("held-window", 20*time.Second, "how long the held messages are measured")
+	backlog := flag.String("backlog", "100000,1000000", "backlogs to drain, messages, comma-separated (empty: skip)")
 	flag.Parse()
 	functions, err := positiveInts("-functions", *counts)
 	if err != nil {
@@ -40,13 +41,20 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	backlogs, err := positiveInts("-backlog", *backlog)
+	if err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	report := func(line string) { fmt.Println(line) }
 	if _, err := bench.RunIdle(ctx, functions, *idle, *profile, report); err != nil {
 		return err
 	}
-	_, err = bench.RunHeld(ctx, heldCounts, *heldWindow, report)
+	if _, err := bench.RunHeld(ctx, heldCounts, *heldWindow, report); err != nil {
+		return err
+	}
+	_, err = bench.RunBacklog(ctx, backlogs, report)
 	return err
 }
 
