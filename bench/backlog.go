@@ -166,7 +166,10 @@ functions:
 		return nil, err
 	}
 	noop := func(jetfn.Deps) (jetfn.Handler, error) {
-		return jetfn.HandlerFunc(func(context.Context, jetfn.Msg) error { return nil }), nil
+		return jetfn.HandlerFunc(func(context.Context, jetfn.Msg) error {
+			handledHere.Add(1)
+			return nil
+		}), nil
 	}
 	return startRuntime(ctx, nc, m, []jetfn.Function{{Name: "backlog", New: noop}})
 }

@@ -70,6 +70,9 @@ type childReport struct {
 	// acks left in, which nats.go's flusher decides (docs/benchmarks.md,
 	// "What remains, by profile").
 	WriteSyscalls uint64 `json:"write_syscalls"`
+	// Handled is how many messages the backlog function ran here
+	// (instances.go).
+	Handled uint64 `json:"handled,omitempty"`
 }
 
 // RunIfChild runs a repetition's consumer and exits, if this process was
@@ -147,7 +150,7 @@ func startVariant(ctx context.Context, spec childSpec, nc *nats.Conn) (func() er
 		return startIdleRaw(ctx, nc, spec)
 	case variantHeld:
 		return startHeldRuntime(ctx, nc, spec)
-	case variantBacklog:
+	case variantBacklog, variantShared:
 		return startBacklogRuntime(ctx, nc, spec)
 	}
 	return nil, fmt.Errorf("unknown variant %q", spec.Variant)
@@ -199,6 +202,7 @@ func measure(profile string, collect bool, in io.Reader, out io.Writer) (childRe
 		CPU:           cpu,
 		PeakRSSKB:     peakRSSKB(),
 		WriteSyscalls: writes,
+		Handled:       handledHere.Load(),
 	}, nil
 }
 

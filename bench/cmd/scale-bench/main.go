@@ -1,7 +1,8 @@
 // Command scale-bench measures how jetfn's cost grows as a deployment
 // grows (issue 34), beside nats.go written by hand where there is such a
-// thing. So far three curves: functions per process, idle; messages held
-// at once by slow handlers; and a long backlog drained.
+// thing. So far four curves: functions per process, idle; messages held
+// at once by slow handlers; a long backlog drained; and instances sharing
+// one consumer.
 package main
 
 import (
@@ -32,6 +33,8 @@ func run() error {
 	held := flag.String("held", "100,1000,10000", "numbers of messages held at once by slow handlers, comma-separated (empty: skip)")
 	heldWindow := flag.Duration("held-window", 20*time.Second, "how long the held messages are measured")
 	backlog := flag.String("backlog", "100000,1000000", "backlogs to drain, messages, comma-separated (empty: skip)")
+	instances := flag.String("instances", "1,2,4,8", "numbers of processes sharing one consumer, comma-separated (empty: skip)")
+	shared := flag.Int("shared-messages", 200000, "the backlog the instances share")
 	flag.Parse()
 	functions, err := positiveInts("-functions", *counts)
 	if err != nil {
@@ -45,6 +48,10 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	instanceCounts, err := positiveInts("-instances", *instances)
+	if err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	report := func(line string) { fmt.Println(line) }
@@ -54,7 +61,10 @@ func run() error {
 	if _, err := bench.RunHeld(ctx, heldCounts, *heldWindow, report); err != nil {
 		return err
 	}
-	_, err = bench.RunBacklog(ctx, backlogs, report)
+	if _, err := bench.RunBacklog(ctx, backlogs, report); err != nil {
+		return err
+	}
+	_, err = bench.RunInstances(ctx, instanceCounts, *shared, report)
 	return err
 }
 
