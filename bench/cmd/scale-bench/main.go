@@ -1,8 +1,8 @@
 // Command scale-bench measures how jetfn's cost grows as a deployment
 // grows (issue 34), beside nats.go written by hand where there is such a
-// thing. So far four curves: functions per process, idle; messages held
-// at once by slow handlers; a long backlog drained; and instances sharing
-// one consumer.
+// thing: functions per process, idle; messages held at once by slow
+// handlers; a long backlog drained; instances sharing one consumer; and
+// the server's own ceiling, by the NATS CLI's bench.
 package main
 
 import (
@@ -34,7 +34,8 @@ func run() error {
 	heldWindow := flag.Duration("held-window", 20*time.Second, "how long the held messages are measured")
 	backlog := flag.String("backlog", "100000,1000000", "backlogs to drain, messages, comma-separated (empty: skip)")
 	instances := flag.String("instances", "1,2,4,8", "numbers of processes sharing one consumer, comma-separated (empty: skip)")
-	shared := flag.Int("shared-messages", 200000, "the backlog the instances share")
+	shared := flag.Int("shared-messages", 200000, "the backlog the instances share, and the one the server's ceiling is measured on")
+	ceiling := flag.Bool("ceiling", true, "measure the server's ceiling with `nats bench js consume` beside jetfn")
 	flag.Parse()
 	functions, err := positiveInts("-functions", *counts)
 	if err != nil {
@@ -64,7 +65,12 @@ func run() error {
 	if _, err := bench.RunBacklog(ctx, backlogs, report); err != nil {
 		return err
 	}
-	_, err = bench.RunInstances(ctx, instanceCounts, *shared, report)
+	if _, err := bench.RunInstances(ctx, instanceCounts, *shared, report); err != nil {
+		return err
+	}
+	if *ceiling {
+		_, err = bench.RunCeiling(ctx, *shared, report)
+	}
 	return err
 }
 
