@@ -54,6 +54,8 @@ var perFunctionMetrics = []perFunction{
 		func(s wire.Stats) float64 { return float64(s.NumPending) }),
 	gauge("jetfn_consumer_ack_pending", "Messages delivered to the consumer (any instance) and not yet acknowledged.",
 		func(s wire.Stats) float64 { return float64(s.NumAckPending) }),
+	gauge("jetfn_consumer_lag", "Messages the function has not finished: pending plus acknowledgement pending, as the consumer's leader reports them (a KEDA scaling metric).",
+		func(s wire.Stats) float64 { return float64(s.NumPending) + float64(s.NumAckPending) }),
 	gauge("jetfn_consumer_missing",
 		"1 while the function's durable consumer or its stream is missing on the server (nothing is handled), else 0.",
 		func(s wire.Stats) float64 { return boolGauge(s.ConsumerError != "") }),

@@ -104,3 +104,17 @@ jetfn_remote_unanswered{function="lonely"} 1
 		t.Error(err)
 	}
 }
+
+// TestConsumerLag: the lag is what the consumer has not delivered plus
+// what it delivered and is not acknowledged.
+func TestConsumerLag(t *testing.T) {
+	src := fixedStats{{Function: "fn", NumPending: 40, NumAckPending: 2}}
+	want := `
+# HELP jetfn_consumer_lag Messages the function has not finished: pending plus acknowledgement pending, as the consumer's leader reports them (a KEDA scaling metric).
+# TYPE jetfn_consumer_lag gauge
+jetfn_consumer_lag{function="fn"} 42
+`
+	if err := testutil.CollectAndCompare(statsCollector{src: src}, strings.NewReader(want), "jetfn_consumer_lag"); err != nil {
+		t.Error(err)
+	}
+}

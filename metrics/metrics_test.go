@@ -79,6 +79,7 @@ func TestServe(t *testing.T) {
 		{name: "jetfn_in_flight", want: 0},
 		{name: "jetfn_consumer_pending", want: 0},
 		{name: "jetfn_consumer_ack_pending", want: 0},
+		{name: "jetfn_consumer_lag", want: 0},
 		{name: "jetfn_handler_duration_seconds", want: 5}, // the histogram's count
 	}
 	for _, tt := range tests {
