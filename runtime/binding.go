@@ -21,11 +21,14 @@ import (
 // message never waits in the buffer long enough to be redelivered
 // (nats.go#1929).
 type binding struct {
-	spec      manifest.FunctionSpec
-	handler   jetfn.Handler
-	js        jetstream.JetStream
-	consumer  *consumerHandle
-	dlSubject string
+	// lastPending is the consumer's pending figures when its info last
+	// answered (status).
+	lastPending atomic.Pointer[consumerPending]
+	spec        manifest.FunctionSpec
+	handler     jetfn.Handler
+	js          jetstream.JetStream
+	consumer    *consumerHandle
+	dlSubject   string
 	// ackPrefix starts the ack subject of every delivery (ackPrefix()).
 	ackPrefix string
 	stats     *counters

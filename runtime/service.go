@@ -121,9 +121,21 @@ func (b *binding) status() wire.Stats {
 	if info, err := b.consumer.get().Info(ctx); err == nil {
 		s.NumPending = info.NumPending
 		s.NumAckPending = info.NumAckPending
+		b.lastPending.Store(&consumerPending{pending: info.NumPending, ackPending: info.NumAckPending})
 		notePause(&s, info)
+	} else if last := b.lastPending.Load(); last != nil {
+		// No leader answers (a failover) or the request timed out: the
+		// last figures, not zeros, which would read as a function that
+		// caught up (and scale a deployment down on jetfn_consumer_lag).
+		s.NumPending, s.NumAckPending = last.pending, last.ackPending
 	}
 	return s
+}
+
+// consumerPending is the pending figures of a consumer's last info.
+type consumerPending struct {
+	pending    uint64
+	ackPending int
 }
 
 // notePause records a consumer's server-side pause (`jetfn pause`) in
