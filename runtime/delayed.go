@@ -12,12 +12,14 @@ package runtime
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
 	"github.com/jetfn/jetfn"
@@ -36,10 +38,21 @@ const (
 	OutputIDHeader = "Jetfn-Output-Id"
 )
 
-// errCodeBatchDuplicate is the server's refusal of an atomic batch that
-// holds a message ID it remembers: here, a receipt, so the output is
-// already scheduled.
-const errCodeBatchDuplicate = 10201
+// The server's answers to an atomic batch that matter here: one that
+// holds a message ID it remembers (here, a receipt: the output is already
+// scheduled), and those a new batch may not get again: a previous
+// attempt's commit still being applied, a batch whose first message did
+// not reach the leader (a leadership change), and the stream's limit of
+// batches in flight (a lost commit holds its place until the batch times
+// out).
+const (
+	errCodeBatchDuplicate       = 10201
+	errCodeBatchIncomplete      = 10176
+	errCodeBatchTooManyInFlight = 10210
+)
+
+// errBatchRetry is a batch refusal another batch may not meet.
+var errBatchRetry = errors.New("the stream asks for the batch again")
 
 // PublishAt schedules one delayed output: see the file comment.
 func (p outputPublisher) PublishAt(ctx context.Context, subject string, data []byte, key string, at time.Time) error {
@@ -55,12 +68,15 @@ func (p outputPublisher) PublishAt(ctx context.Context, subject string, data []b
 	for k, v := range header {
 		schedule.Header[k] = v
 	}
-	duplicate, err := publishBatchAcked(ctx, p.js.Conn(), schedule, receipt)
-	endSend(span, nil, err)
-	if err != nil || !duplicate {
+	ack, err := publishBatchAcked(ctx, p.js.Conn(), schedule, receipt)
+	endSend(span, ack, err)
+	if err != nil {
 		return err
 	}
-	p.stats.duplicateOutputs.Add(1)
+	noteOutput(ctx, subject, msgID, len(data), ack) // console: recent runs
+	if ack.Duplicate {
+		p.stats.duplicateOutputs.Add(1)
+	}
 	return nil
 }
 
@@ -99,55 +115,77 @@ func delayedBatch(subject string, data []byte, msgID string, at time.Time) (sche
 }
 
 // publishBatchAcked publishes msgs as one atomic batch and waits for the
-// stream's acknowledgement of its commit; duplicate says the stream
-// refused it for a message ID it remembers. A batch that got no answer is
-// sent again under a new batch ID, as publishAcked retries a publish: the
+// stream's acknowledgement of its commit; a batch the stream refused for
+// a message ID it remembers is acknowledged as a duplicate. A batch that
+// got no answer, or one the stream asks for again (errBatchRetry), is sent
+// again under a new batch ID, as publishAcked retries a publish: the
 // receipt's ID makes that safe.
-func publishBatchAcked(ctx context.Context, nc *nats.Conn, msgs ...*nats.Msg) (duplicate bool, err error) {
+func publishBatchAcked(ctx context.Context, nc *nats.Conn, msgs ...*nats.Msg) (*jetstream.PubAck, error) {
 	giveUp := time.Now().Add(publishRetryFor)
 	for {
-		duplicate, err = publishBatchOnce(ctx, nc, msgs)
-		if err == nil || !retryablePublish(err, true) || ctx.Err() != nil || time.Now().After(giveUp) {
-			return duplicate, err
+		ack, err := publishBatchOnce(ctx, nc, msgs)
+		retry := errors.Is(err, errBatchRetry) || retryablePublish(err, true)
+		if err == nil || !retry || ctx.Err() != nil || time.Now().After(giveUp) {
+			return ack, err
 		}
 		pause(ctx, publishRetryWait)
 	}
 }
 
-func publishBatchOnce(ctx context.Context, nc *nats.Conn, msgs []*nats.Msg) (bool, error) {
+// batchAck is the stream's answer to a message of an atomic batch.
+type batchAck struct {
+	Stream   string `json:"stream"`
+	Sequence uint64 `json:"seq"`
+	Error    *struct {
+		ErrCode     int    `json:"err_code"`
+		Description string `json:"description"`
+	} `json:"error"`
+}
+
+// publishBatchOnce sends one attempt: every message but the last as a
+// request too, so a refusal of the first (atomic batches turned off, say)
+// is the error, not the "incomplete batch" the commit would get.
+func publishBatchOnce(ctx context.Context, nc *nats.Conn, msgs []*nats.Msg) (*jetstream.PubAck, error) {
 	id := nuid.Next()
+	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	defer cancel()
 	for i, m := range msgs {
 		m.Header.Set(batchIDHeader, id)
 		m.Header.Set(batchSeqHeader, strconv.Itoa(i+1))
-		if i < len(msgs)-1 {
-			if err := nc.PublishMsg(m); err != nil {
-				return false, err
-			}
+		if i == len(msgs)-1 {
+			m.Header.Set(batchCommitHeader, "1")
+		}
+		ack, err := requestBatchMsg(ctx, nc, m)
+		if err != nil || i == len(msgs)-1 {
+			return ack, err
 		}
 	}
-	commit := msgs[len(msgs)-1]
-	commit.Header.Set(batchCommitHeader, "1")
-	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
-	defer cancel()
-	reply, err := nc.RequestMsgWithContext(ctx, commit)
+	return nil, errors.New("an empty batch")
+}
+
+// requestBatchMsg sends one message of a batch and reads the answer: an
+// empty one for a message before the commit, the acknowledgement of the
+// whole batch for the commit.
+func requestBatchMsg(ctx context.Context, nc *nats.Conn, m *nats.Msg) (*jetstream.PubAck, error) {
+	reply, err := nc.RequestMsgWithContext(ctx, m)
 	if err != nil {
-		return false, fmt.Errorf("publishing a delayed output to %s: %w", msgs[0].Subject, err)
+		return nil, fmt.Errorf("publishing a delayed output to %s: %w", m.Subject, err)
 	}
-	var ack struct {
-		Error *struct {
-			ErrCode     int    `json:"err_code"`
-			Description string `json:"description"`
-		} `json:"error"`
+	if len(reply.Data) == 0 {
+		return nil, nil
 	}
+	var ack batchAck
 	if err := json.Unmarshal(reply.Data, &ack); err != nil {
-		return false, fmt.Errorf("reading the acknowledgement of a delayed output: %w", err)
+		return nil, fmt.Errorf("reading the acknowledgement of a delayed output: %w", err)
 	}
-	switch {
-	case ack.Error == nil:
-		return false, nil
-	case ack.Error.ErrCode == errCodeBatchDuplicate:
-		return true, nil
+	if ack.Error == nil {
+		return &jetstream.PubAck{Stream: ack.Stream, Sequence: ack.Sequence}, nil
 	}
-	return false, fmt.Errorf("%w: publishing a delayed output to %s: %s", ErrServerRefused, msgs[0].Subject,
-		ack.Error.Description)
+	switch ack.Error.ErrCode {
+	case errCodeBatchDuplicate:
+		return &jetstream.PubAck{Stream: ack.Stream, Duplicate: true}, nil
+	case int(errCodeMsgIDInProcess), errCodeBatchIncomplete, errCodeBatchTooManyInFlight:
+		return nil, fmt.Errorf("%w: %s", errBatchRetry, ack.Error.Description)
+	}
+	return nil, fmt.Errorf("%w: publishing a delayed output to %s: %s", ErrServerRefused, m.Subject, ack.Error.Description)
 }

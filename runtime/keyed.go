@@ -404,8 +404,15 @@ func (b *binding) keyStatus(ctx context.Context, s *wire.Stats) {
 	for i, p := range b.parts {
 		info, err := p.consumer.get().Info(ctx)
 		if err != nil {
+			if last := p.lastPending.Load(); last != nil {
+				// As status does: the last figures, not zeros, in a failover.
+				s.NumPending += last.pending
+				s.NumAckPending += last.ackPending
+				s.PendingStale = true
+			}
 			continue
 		}
+		p.lastPending.Store(&consumerPending{pending: info.NumPending, ackPending: info.NumAckPending})
 		s.NumPending += info.NumPending
 		s.NumAckPending += info.NumAckPending
 		notePause(s, info)

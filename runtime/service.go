@@ -127,7 +127,7 @@ func (b *binding) status() wire.Stats {
 		// No leader answers (a failover) or the request timed out: the
 		// last figures, not zeros, which would read as a function that
 		// caught up (and scale a deployment down on jetfn_consumer_lag).
-		s.NumPending, s.NumAckPending = last.pending, last.ackPending
+		s.NumPending, s.NumAckPending, s.PendingStale = last.pending, last.ackPending, true
 	}
 	return s
 }

@@ -29,6 +29,9 @@ type Stats struct {
 	P99Millis     float64 `json:"processing_p99_ms"`
 	NumPending    uint64  `json:"num_pending"`
 	NumAckPending int     `json:"num_ack_pending"`
+	// PendingStale says the two above are the last the consumer's info
+	// answered, since it did not answer now (a failover of its leader).
+	PendingStale bool `json:"pending_stale,omitempty"`
 	// ManifestRefused says why the runtime refused the last manifest
 	// revision it was given; it keeps running the previous one.
 	ManifestRefused string `json:"manifest_refused,omitempty"`
