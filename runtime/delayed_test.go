@@ -167,3 +167,32 @@ func (e *testEnv) storedUnder(filter string) uint64 {
 	}
 	return n
 }
+
+// TestTracingDelayedOutput: with tracing on, a delayed output gets its
+// producer span, with the stream that stores it waiting.
+func TestTracingDelayedOutput(t *testing.T) {
+	env := newTracedEnv(t)
+	m := testManifest(t, "    outputs:\n      - {subject: test.out, stream: TEST, delayed: true}\n")
+	later := func(d jetfn.Deps) (jetfn.Handler, error) {
+		return jetfn.HandlerFunc(func(ctx context.Context, msg jetfn.Msg) error {
+			return d.Publisher.PublishAt(ctx, "test.out", msg.Data, msg.ID(), time.Now())
+		}), nil
+	}
+	rt, err := New(env.nc, m, []jetfn.Function{{Name: "fn", New: later}}, WithLogger(testLogger()), WithTracerProvider(env.tp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.run(rt)
+	env.publishTraced("test.in", "hello", "in-1")
+	send := env.spansNamed("send test.out", 1)[0]
+	stream := ""
+	for _, a := range send.Attributes {
+		if a.Key == AttrStream {
+			stream = a.Value.AsString()
+		}
+	}
+	if stream != "TEST" {
+		t.Errorf("send span attributes %v, want the stream TEST", send.Attributes)
+	}
+	runtimetest.Eventually(t, 10*time.Second, "the output", func() bool { return env.storedOn("test.out") == 1 })
+}
