@@ -9,7 +9,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -18,7 +17,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetfn/jetfn"
-	"github.com/jetfn/jetfn/devstack"
 	"github.com/jetfn/jetfn/manifest"
 )
 
@@ -66,16 +64,11 @@ func RunBacklog(ctx context.Context, sizes []int, progress func(string)) ([]Back
 }
 
 func runBacklogOnce(ctx context.Context, n int) (BacklogRow, error) {
-	dir, err := os.MkdirTemp("", "jetfn-bench-backlog-")
+	ns, stop, err := freshServer("backlog")
 	if err != nil {
 		return BacklogRow{}, err
 	}
-	defer os.RemoveAll(dir)
-	ns, err := devstack.StartNATS(devstack.NATSOptions{Port: -1, StoreDir: dir})
-	if err != nil {
-		return BacklogRow{}, err
-	}
-	defer devstack.StopNATS(ns)
+	defer stop()
 	nc, err := nats.Connect(ns.ClientURL())
 	if err != nil {
 		return BacklogRow{}, err

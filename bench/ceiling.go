@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -19,8 +18,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/jetfn/jetfn/devstack"
 )
 
 // CeilingRow is the CLI's rate with each kind of acknowledgement and
@@ -61,16 +58,11 @@ var cliRate = regexp.MustCompile(`([0-9,]+) msgs/sec`)
 // cliConsume runs `nats bench js consume` on a fresh server's stored
 // backlog of n messages and reads its rate.
 func cliConsume(ctx context.Context, n int, confirmed bool) (float64, error) {
-	dir, err := os.MkdirTemp("", "jetfn-bench-ceiling-")
+	ns, stop, err := freshServer("ceiling")
 	if err != nil {
 		return 0, err
 	}
-	defer os.RemoveAll(dir)
-	ns, err := devstack.StartNATS(devstack.NATSOptions{Port: -1, StoreDir: dir})
-	if err != nil {
-		return 0, err
-	}
-	defer devstack.StopNATS(ns)
+	defer stop()
 	nc, err := nats.Connect(ns.ClientURL())
 	if err != nil {
 		return 0, err

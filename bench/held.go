@@ -21,7 +21,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetfn/jetfn"
-	"github.com/jetfn/jetfn/devstack"
 	"github.com/jetfn/jetfn/manifest"
 )
 
@@ -84,16 +83,11 @@ func RunHeld(ctx context.Context, counts []int, window time.Duration, progress f
 }
 
 func runHeldOnce(ctx context.Context, n int, window time.Duration) (HeldRow, error) {
-	dir, err := os.MkdirTemp("", "jetfn-bench-held-")
+	ns, stop, err := freshServer("held")
 	if err != nil {
 		return HeldRow{}, err
 	}
-	defer os.RemoveAll(dir)
-	ns, err := devstack.StartNATS(devstack.NATSOptions{Port: -1, StoreDir: dir})
-	if err != nil {
-		return HeldRow{}, err
-	}
-	defer devstack.StopNATS(ns)
+	defer stop()
 	c, err := spawn(ctx, childSpec{Variant: variantHeld, NATSURL: ns.ClientURL(), Concurrency: n})
 	if err != nil {
 		return HeldRow{}, err

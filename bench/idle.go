@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -79,16 +80,11 @@ func RunIdle(ctx context.Context, counts []int, idle time.Duration, profileDir s
 }
 
 func runIdleOnce(ctx context.Context, variant string, n int, idle time.Duration, profile string) (IdleRow, error) {
-	dir, err := os.MkdirTemp("", "jetfn-bench-idle-")
+	ns, stop, err := freshServer("idle")
 	if err != nil {
 		return IdleRow{}, err
 	}
-	defer os.RemoveAll(dir)
-	ns, err := devstack.StartNATS(devstack.NATSOptions{Port: -1, StoreDir: dir})
-	if err != nil {
-		return IdleRow{}, err
-	}
-	defer devstack.StopNATS(ns)
+	defer stop()
 	start := time.Now()
 	c, err := spawn(ctx, childSpec{Variant: variant, NATSURL: ns.ClientURL(), Functions: n, Concurrency: 1, Profile: profile})
 	if err != nil {
@@ -121,6 +117,24 @@ func runIdleOnce(ctx context.Context, variant string, n int, idle time.Duration,
 	row.CPU = time.Duration(float64(rep.CPU) * row.Idle.Seconds() / (row.Idle + time.Second).Seconds())
 	row.PeakRSSKB = rep.PeakRSSKB
 	return row, nil
+}
+
+// freshServer starts an embedded nats-server on a store of its own, which
+// stop removes with it: every size of every scale curve starts clean.
+func freshServer(curve string) (*server.Server, func(), error) {
+	dir, err := os.MkdirTemp("", "jetfn-bench-"+curve+"-")
+	if err != nil {
+		return nil, nil, err
+	}
+	ns, err := devstack.StartNATS(devstack.NATSOptions{Port: -1, StoreDir: dir})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	return ns, func() {
+		devstack.StopNATS(ns)
+		os.RemoveAll(dir)
+	}, nil
 }
 
 // settle waits d, or until ctx ends.

@@ -10,15 +10,12 @@ package bench
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/jetfn/jetfn/devstack"
 )
 
 // handledHere counts the runs of the backlog function in this child
@@ -72,16 +69,11 @@ func RunInstances(ctx context.Context, counts []int, n int, progress func(string
 }
 
 func runInstancesOnce(ctx context.Context, k, n int) (InstancesRow, error) {
-	dir, err := os.MkdirTemp("", "jetfn-bench-instances-")
+	ns, stop, err := freshServer("instances")
 	if err != nil {
 		return InstancesRow{}, err
 	}
-	defer os.RemoveAll(dir)
-	ns, err := devstack.StartNATS(devstack.NATSOptions{Port: -1, StoreDir: dir})
-	if err != nil {
-		return InstancesRow{}, err
-	}
-	defer devstack.StopNATS(ns)
+	defer stop()
 	nc, err := nats.Connect(ns.ClientURL())
 	if err != nil {
 		return InstancesRow{}, err
