@@ -30,8 +30,15 @@ func TestReadRightAfterFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: transcriptionStream,
-		Subjects: []string{events.TranscriptProcessedSubject}, Replicas: 3})
+	// Right after the cluster starts, its meta leader may not have seen
+	// every peer yet, and refuses an R3 placement until it has (CI, once).
+	var s jetstream.Stream
+	err = testkit.Retry(ctx, 30*time.Second, "creating the R3 stream", func(ctx context.Context) error {
+		var err error
+		s, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: transcriptionStream,
+			Subjects: []string{events.TranscriptProcessedSubject}, Replicas: 3})
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

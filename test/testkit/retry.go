@@ -21,6 +21,7 @@ const (
 // cluster cannot answer yet, not because of what it asked.
 var transientCodes = map[jetstream.ErrorCode]bool{
 	10004: true, // incomplete results: a peer did not answer in time
+	10005: true, // no suitable peers for placement: a peer of a cluster just started not seen yet
 	10008: true, // JetStream system temporarily unavailable: no meta leader yet
 	10009: true, // JetStream cluster can not handle request: not the leader (any more)
 	10076: true, // JetStream not enabled: a restarted node before JetStream is up
