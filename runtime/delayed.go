@@ -121,15 +121,8 @@ func delayedBatch(subject string, data []byte, msgID string, at time.Time) (sche
 // again under a new batch ID, as publishAcked retries a publish: the
 // receipt's ID makes that safe.
 func publishBatchAcked(ctx context.Context, nc *nats.Conn, msgs ...*nats.Msg) (*jetstream.PubAck, error) {
-	giveUp := time.Now().Add(publishRetryFor)
-	for {
-		ack, err := publishBatchOnce(ctx, nc, msgs)
-		retry := errors.Is(err, errBatchRetry) || retryablePublish(err, true)
-		if err == nil || !retry || ctx.Err() != nil || time.Now().After(giveUp) {
-			return ack, err
-		}
-		pause(ctx, publishRetryWait)
-	}
+	return retryPublishing(ctx, func(err error) bool { return errors.Is(err, errBatchRetry) || retryablePublish(err, true) },
+		func() (*jetstream.PubAck, error) { return publishBatchOnce(ctx, nc, msgs) })
 }
 
 // batchAck is the stream's answer to a message of an atomic batch.

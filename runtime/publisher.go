@@ -51,14 +51,26 @@ func publishAcked(ctx context.Context, js jetstream.JetStream, subject string, d
 	if msgID != "" {
 		opts = append(opts, jetstream.WithMsgID(msgID))
 	}
+	ack, err := retryPublishing(ctx, func(err error) bool { return retryablePublish(err, msgID != "") },
+		func() (*jetstream.PubAck, error) {
+			return publishOnce(ctx, js, &nats.Msg{Subject: subject, Data: data, Header: header}, opts)
+		})
+	if err != nil {
+		return nil, fmt.Errorf("publishing to %s: %w", subject, err)
+	}
+	return ack, nil
+}
+
+// retryPublishing runs attempt until it succeeds, fails in a way retry
+// does not accept, ctx ends or publishRetryFor has passed, waiting
+// publishRetryWait between attempts: publishAcked's and a delayed
+// output's batch (delayed.go) retry alike.
+func retryPublishing(ctx context.Context, retry func(error) bool, attempt func() (*jetstream.PubAck, error)) (*jetstream.PubAck, error) {
 	giveUp := time.Now().Add(publishRetryFor)
 	for {
-		ack, err := publishOnce(ctx, js, &nats.Msg{Subject: subject, Data: data, Header: header}, opts)
-		if err == nil {
-			return ack, nil
-		}
-		if !retryablePublish(err, msgID != "") || ctx.Err() != nil || time.Now().After(giveUp) {
-			return nil, fmt.Errorf("publishing to %s: %w", subject, err)
+		ack, err := attempt()
+		if err == nil || !retry(err) || ctx.Err() != nil || time.Now().After(giveUp) {
+			return ack, err
 		}
 		pause(ctx, publishRetryWait) // a cancelled ctx ends the loop on the next pass
 	}
