@@ -73,6 +73,14 @@ type childReport struct {
 	// Handled is how many messages the backlog function ran here
 	// (instances.go).
 	Handled uint64 `json:"handled,omitempty"`
+	// HeapInuseKB and StackInuseKB are the Go heap's and the goroutine
+	// stacks' memory in use when the parent said "stop", and Goroutines how
+	// many ran: they split the resident memory of messages held at once
+	// (held.go) into what jetfn keeps per message and the stacks of the
+	// handlers holding them.
+	HeapInuseKB  uint64 `json:"heap_inuse_kb"`
+	StackInuseKB uint64 `json:"stack_inuse_kb"`
+	Goroutines   int    `json:"goroutines"`
 }
 
 // RunIfChild runs a repetition's consumer and exits, if this process was
@@ -191,7 +199,11 @@ func measure(profile string, collect bool, in io.Reader, out io.Writer) (childRe
 	fmt.Fprintln(out, "ready")
 	_, _ = bufio.NewReader(in).ReadString('\n') // "stop", or EOF if the parent died
 	cpu, writes := cpuTime()-cpuBefore, writeSyscalls()-writesBefore
+	goroutines := goruntime.NumGoroutine()
 	goruntime.ReadMemStats(&after)
+	var live goruntime.MemStats // the heap without the garbage, after the counters
+	goruntime.GC()
+	goruntime.ReadMemStats(&live)
 	stopCPU()
 	if err := writeAllocProfile(profile); err != nil {
 		return childReport{}, err
@@ -203,6 +215,9 @@ func measure(profile string, collect bool, in io.Reader, out io.Writer) (childRe
 		PeakRSSKB:     peakRSSKB(),
 		WriteSyscalls: writes,
 		Handled:       handledHere.Load(),
+		HeapInuseKB:   live.HeapInuse >> 10,
+		StackInuseKB:  live.StackInuse >> 10,
+		Goroutines:    goroutines,
 	}, nil
 }
 

@@ -47,6 +47,12 @@ type HeldRow struct {
 	// resident memory at its end.
 	CPU   time.Duration
 	RSSKB int64
+	// HeapKB and StackKB split the child's memory at the window's end into
+	// the live Go heap (what jetfn and nats.go keep per message) and the
+	// goroutine stacks (the handlers holding the messages); Goroutines is
+	// how many ran.
+	HeapKB, StackKB uint64
+	Goroutines      int
 }
 
 // PerMessagePerPeriod is the InProgress acknowledgements per held message
@@ -62,17 +68,45 @@ func (r HeldRow) CPUPerMessageSecond() time.Duration {
 }
 
 func (r HeldRow) String() string {
-	return fmt.Sprintf("%6d held for %3.0fs: %8d InProgress (%.3f per message per heartbeat), %d redelivered, CPU %6.2f µs per message-second, RSS %.1f MiB",
+	return fmt.Sprintf("%6d held for %3.0fs: %8d InProgress (%.3f per message per heartbeat), %d redelivered, CPU %6.2f µs per message-second, RSS %.1f MiB (heap %.1f, stacks %.1f, %d goroutines)",
 		r.Held, r.Window.Seconds(), r.InProgress, r.PerMessagePerPeriod(), r.Redelivered,
-		float64(r.CPUPerMessageSecond())/float64(time.Microsecond), float64(r.RSSKB)/1024)
+		float64(r.CPUPerMessageSecond())/float64(time.Microsecond), float64(r.RSSKB)/1024,
+		float64(r.HeapKB)/1024, float64(r.StackKB)/1024, r.Goroutines)
+}
+
+// HeldCostPerMessage is what one more held message costs, in KiB, between
+// the smallest and the largest count measured: resident memory, live heap
+// and goroutine stacks. The fixed costs of the process cancel out.
+type HeldCostPerMessage struct{ RSS, Heap, Stack float64 }
+
+// PerHeldMessage compares the first and the last row (ok is false with
+// fewer than two counts).
+func PerHeldMessage(rows []HeldRow) (c HeldCostPerMessage, ok bool) {
+	if len(rows) < 2 {
+		return c, false
+	}
+	a, b := rows[0], rows[len(rows)-1]
+	n := float64(b.Held - a.Held)
+	return HeldCostPerMessage{
+		RSS:   float64(b.RSSKB-a.RSSKB) / n,
+		Heap:  (float64(b.HeapKB) - float64(a.HeapKB)) / n,
+		Stack: (float64(b.StackKB) - float64(a.StackKB)) / n,
+	}, true
+}
+
+func (c HeldCostPerMessage) String() string {
+	return fmt.Sprintf("each held message beyond the first count: %.2f KiB resident, of which %.2f KiB live heap and %.2f KiB goroutine stack", c.RSS, c.Heap, c.Stack)
 }
 
 // RunHeld measures each count of messages held at once, each on a fresh
 // embedded server.
-func RunHeld(ctx context.Context, counts []int, window time.Duration, progress func(string)) ([]HeldRow, error) {
+// With profileDir set, each child writes its CPU and allocation profiles
+// there (the allocation profile's inuse_space is the heap the held
+// messages keep).
+func RunHeld(ctx context.Context, counts []int, window time.Duration, profileDir string, progress func(string)) ([]HeldRow, error) {
 	var rows []HeldRow
 	for _, n := range counts {
-		row, err := runHeldOnce(ctx, n, window)
+		row, err := runHeldOnce(ctx, n, window, profilePath(profileDir, variantHeld, n))
 		if err != nil {
 			return rows, fmt.Errorf("%d held: %w", n, err)
 		}
@@ -82,13 +116,13 @@ func RunHeld(ctx context.Context, counts []int, window time.Duration, progress f
 	return rows, nil
 }
 
-func runHeldOnce(ctx context.Context, n int, window time.Duration) (HeldRow, error) {
+func runHeldOnce(ctx context.Context, n int, window time.Duration, profile string) (HeldRow, error) {
 	ns, stop, err := freshServer("held")
 	if err != nil {
 		return HeldRow{}, err
 	}
 	defer stop()
-	c, err := spawn(ctx, childSpec{Variant: variantHeld, NATSURL: ns.ClientURL(), Concurrency: n})
+	c, err := spawn(ctx, childSpec{Variant: variantHeld, NATSURL: ns.ClientURL(), Concurrency: n, Profile: profile})
 	if err != nil {
 		return HeldRow{}, err
 	}
@@ -140,6 +174,11 @@ func runHeldOnce(ctx context.Context, n int, window time.Duration) (HeldRow, err
 	if info.NumAckPending != n {
 		return row, fmt.Errorf("%d messages held at the end of the window, want %d", info.NumAckPending, n)
 	}
+	rep, err := c.stop()
+	if err != nil {
+		return row, err
+	}
+	row.HeapKB, row.StackKB, row.Goroutines = rep.HeapInuseKB, rep.StackInuseKB, rep.Goroutines
 	return row, nil
 }
 

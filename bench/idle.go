@@ -64,11 +64,7 @@ func RunIdle(ctx context.Context, counts []int, idle time.Duration, profileDir s
 	var rows []IdleRow
 	for _, n := range counts {
 		for _, variant := range []string{variantIdleRaw, variantIdleJetfn} {
-			profile := ""
-			if profileDir != "" {
-				profile = filepath.Join(profileDir, fmt.Sprintf("%s-%d", variant, n))
-			}
-			row, err := runIdleOnce(ctx, variant, n, idle, profile)
+			row, err := runIdleOnce(ctx, variant, n, idle, profilePath(profileDir, variant, n))
 			if err != nil {
 				return rows, fmt.Errorf("%s with %d functions: %w", variant, n, err)
 			}
@@ -135,6 +131,15 @@ func freshServer(curve string) (*server.Server, func(), error) {
 		devstack.StopNATS(ns)
 		os.RemoveAll(dir)
 	}, nil
+}
+
+// profilePath is the path prefix of a scale child's profiles in dir, or ""
+// (no profiles) when dir is.
+func profilePath(dir, variant string, n int) string {
+	if dir == "" {
+		return ""
+	}
+	return filepath.Join(dir, fmt.Sprintf("%s-%d", variant, n))
 }
 
 // settle waits d, or until ctx ends.

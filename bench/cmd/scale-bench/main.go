@@ -29,13 +29,14 @@ func main() {
 func run() error {
 	counts := flag.String("functions", "1,10,100,500", "numbers of functions per process, comma-separated (empty: skip)")
 	idle := flag.Duration("idle", 30*time.Second, "how long each process idles while the server counts its requests")
-	profile := flag.String("profile", "", "write each idle process's CPU and allocation profiles of its idle window to this directory")
+	profile := flag.String("profile", "", "write the CPU and allocation profiles of each idle and held process's measured window to this directory")
 	held := flag.String("held", "100,1000,10000", "numbers of messages held at once by slow handlers, comma-separated (empty: skip)")
 	heldWindow := flag.Duration("held-window", 20*time.Second, "how long the held messages are measured")
 	backlog := flag.String("backlog", "100000,1000000", "backlogs to drain, messages, comma-separated (empty: skip)")
 	instances := flag.String("instances", "1,2,4,8", "numbers of processes sharing one consumer, comma-separated (empty: skip)")
 	shared := flag.Int("shared-messages", 200000, "the backlog the instances share, and the one the server's ceiling is measured on")
 	ceiling := flag.Bool("ceiling", true, "measure the server's ceiling with `nats bench js consume` beside jetfn")
+	chart := flag.String("chart", "", "PNG to draw the measured curves in (e.g. docs/benchmarks-scale.png)")
 	flag.Parse()
 	functions, err := positiveInts("-functions", *counts)
 	if err != nil {
@@ -56,22 +57,46 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	report := func(line string) { fmt.Println(line) }
-	if _, err := bench.RunIdle(ctx, functions, *idle, *profile, report); err != nil {
+	var r bench.ScaleResults
+	if r.Idle, err = bench.RunIdle(ctx, functions, *idle, *profile, report); err != nil {
 		return err
 	}
-	if _, err := bench.RunHeld(ctx, heldCounts, *heldWindow, report); err != nil {
+	if r.Held, err = bench.RunHeld(ctx, heldCounts, *heldWindow, *profile, report); err != nil {
 		return err
 	}
-	if _, err := bench.RunBacklog(ctx, backlogs, report); err != nil {
+	if perMessage, ok := bench.PerHeldMessage(r.Held); ok {
+		report(perMessage.String())
+	}
+	if r.Backlog, err = bench.RunBacklog(ctx, backlogs, report); err != nil {
 		return err
 	}
-	if _, err := bench.RunInstances(ctx, instanceCounts, *shared, report); err != nil {
+	if r.Instances, err = bench.RunInstances(ctx, instanceCounts, *shared, report); err != nil {
 		return err
 	}
 	if *ceiling {
-		_, err = bench.RunCeiling(ctx, *shared, report)
+		row, err := bench.RunCeiling(ctx, *shared, report)
+		if err != nil {
+			return err
+		}
+		r.Ceiling = &row
 	}
-	return err
+	if *chart != "" {
+		return writeChart(*chart, r)
+	}
+	return nil
+}
+
+// writeChart draws the curves to path.
+func writeChart(path string, r bench.ScaleResults) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := bench.WriteScaleChart(f, r); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // positiveInts reads a comma-separated list of positive whole numbers.
