@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -37,16 +38,7 @@ func (r *Report) WriteChart(w io.Writer) error {
 	p.Title.Text = fmt.Sprintf("Throughput, msgs/s (median of %d)", r.Repetitions)
 	p.Y.Label.Text = "msgs/s"
 	p.Y.Min = 0
-	p.Y.Tick.Marker = plot.TickerFunc(func(min, max float64) []plot.Tick {
-		var ticks []plot.Tick
-		for _, t := range (plot.DefaultTicks{}).Ticks(min, max) {
-			if t.Label != "" {
-				t.Label = shortNumber(t.Value)
-			}
-			ticks = append(ticks, t)
-		}
-		return ticks
-	})
+	p.Y.Tick.Marker = shortTicks
 	p.Add(plotter.NewGrid())
 	base, jetfn := make(plotter.Values, len(rows)), make(plotter.Values, len(rows))
 	names := make([]string, len(rows))
@@ -84,9 +76,23 @@ func addBars(p *plot.Plot, v plotter.Values, name string, c color.Color, offset,
 	return nil
 }
 
-// shortNumber writes 12345 as 12.3k.
+// shortTicks are the default ticks labelled by shortNumber.
+var shortTicks = plot.TickerFunc(func(min, max float64) []plot.Tick {
+	var ticks []plot.Tick
+	for _, t := range (plot.DefaultTicks{}).Ticks(min, max) {
+		if t.Label != "" {
+			t.Label = shortNumber(t.Value)
+		}
+		ticks = append(ticks, t)
+	}
+	return ticks
+})
+
+// shortNumber writes 12345 as 12.3k and 1000000 as 1M.
 func shortNumber(v float64) string {
 	switch {
+	case v >= 1e6:
+		return strconv.FormatFloat(v/1e6, 'f', -1, 64) + "M"
 	case v >= 10000:
 		return fmt.Sprintf("%.0fk", v/1000)
 	case v >= 1000:

@@ -207,16 +207,7 @@ func newPanel(title, x, y string) *plot.Plot {
 	p := plot.New()
 	p.Title.Text, p.X.Label.Text, p.Y.Label.Text = title, x, y
 	p.Y.Min = 0
-	p.Y.Tick.Marker = plot.TickerFunc(func(min, max float64) []plot.Tick {
-		var ticks []plot.Tick
-		for _, t := range (plot.DefaultTicks{}).Ticks(min, max) {
-			if t.Label != "" {
-				t.Label = shortNumber(t.Value)
-			}
-			ticks = append(ticks, t)
-		}
-		return ticks
-	})
+	p.Y.Tick.Marker = shortTicks
 	p.Add(plotter.NewGrid())
 	p.Legend.Top, p.Legend.Left = true, true
 	return p
