@@ -114,6 +114,42 @@ func (a *attemptStore) notRun(ctx context.Context, function string, msg jetfn.Ms
 	}
 }
 
+// begun says whether a handler run on msg, delivered again, began on an
+// earlier delivery. A scheduled function's tick records its first run
+// (firstRun), so for a tick no record means its delivery died before its
+// handler started. Where nothing can be read, it says yes: a run that
+// may have begun must be completed.
+func (a *attemptStore) begun(ctx context.Context, function string, msg jetfn.Msg) bool {
+	if msg.NumDelivered <= 1 {
+		return false
+	}
+	if a == nil || a.kv == nil {
+		return true
+	}
+	prior, rev, err := a.read(ctx, attemptKey(function, msg))
+	if err != nil {
+		a.failed(err)
+		return true
+	}
+	return rev > 0 && prior > 0
+}
+
+// firstRun records that msg's first delivery starts its handler, which
+// next otherwise takes for granted, and says whether it did: a tick's
+// redelivery can then tell a run that began from one that never started
+// (begun). It costs a write a tick, not a message of every function.
+func (a *attemptStore) firstRun(ctx context.Context, function string, msg jetfn.Msg) bool {
+	if a == nil || a.kv == nil || msg.NumDelivered > 1 {
+		return false
+	}
+	_, err := a.kv.Create(ctx, attemptKey(function, msg), []byte("0")) // read counts it as the one run
+	if err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		a.failed(err)
+		return false
+	}
+	return true
+}
+
 // read is the runs recorded for key, counting the first delivery's, and
 // the record's revision (0: none yet).
 func (a *attemptStore) read(ctx context.Context, key string) (prior, rev uint64, err error) {

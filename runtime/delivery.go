@@ -483,7 +483,7 @@ func (b *binding) process(ctx context.Context, d *delivery, wk *worker) delivery
 			return stateSettled // back on the server until its key's turn
 		}
 	}
-	if why := b.staleTick(m, msg); why != "" {
+	if why := b.staleTick(ctx, m, msg); why != "" {
 		if !b.unsettled.finish(d) {
 			return b.unfinished(d)
 		}
@@ -491,6 +491,7 @@ func (b *binding) process(ctx context.Context, d *delivery, wk *worker) delivery
 		return stateSettled
 	}
 	a := b.attempts.next(ctx, b.spec.Name, msg, func(prior uint64) bool { return prior < uint64(b.spec.MaxDeliver) })
+	a.recorded = a.recorded || b.tickRunStarts(ctx, msg)
 	if !b.unsettled.setAttempt(d, a) {
 		return b.unfinished(d) // abandoned while its run was being counted
 	}

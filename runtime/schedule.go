@@ -129,12 +129,24 @@ func unscheduleMsg(f manifest.FunctionSpec) *nats.Msg {
 }
 
 // staleTick is staleTick for a delivery of b's.
-func (b *binding) staleTick(m *nats.Msg, msg jetfn.Msg) string {
-	if b.spec.Schedule == nil {
+func (b *binding) staleTick(ctx context.Context, m *nats.Msg, msg jetfn.Msg) string {
+	if b.spec.Schedule == nil || !isTick(msg) {
 		return ""
 	}
 	meta, _ := parseOwnAckReply(m.Reply, b.ackPrefix, b.spec.Stream)
-	return staleTick(b.spec.Schedule, msg, meta.pending, time.Now())
+	return staleTick(b.spec.Schedule, msg, meta.pending, b.attempts.begun(ctx, b.spec.Name, msg), time.Now())
+}
+
+// isTick says whether msg is a tick the server stored for a schedule,
+// not a message published by hand on the function's subject.
+func isTick(msg jetfn.Msg) bool { return msg.Header.Get(schedulerHeader) != "" }
+
+// tickRunStarts records, for a tick about to run its handler for the
+// first time, that it began (attemptStore.firstRun), so that its
+// redelivery is completed rather than judged stale; it says whether the
+// record is kept, to be removed once the tick is settled.
+func (b *binding) tickRunStarts(ctx context.Context, msg jetfn.Msg) bool {
+	return b.spec.Schedule != nil && isTick(msg) && b.attempts.firstRun(ctx, b.spec.Name, msg)
 }
 
 // skipTick acknowledges a tick that is not to run, and says why.
@@ -152,10 +164,14 @@ func (b *binding) skipTick(m *nats.Msg, msg jetfn.Msg, why string) {
 // when it is: with missed: skip, a tick whose next tick is already due;
 // with missed: once, one that is also followed by another message on the
 // function's subject (a newer tick), so a backlog of ticks runs once, or
-// a retry (the newer tick, stored when it was due, was delivered while
-// this one waited for its backoff), so no tick runs after a newer one.
-func staleTick(spec *manifest.ScheduleSpec, msg jetfn.Msg, pending uint64, now time.Time) string {
-	if spec == nil || msg.Header.Get(schedulerHeader) == "" {
+// one delivered again after its next tick was due. A tick whose handler
+// began on an earlier delivery is never stale: that
+// run may have left effects half done (a document stored, its output not
+// published) that only its retry completes, so it runs, even after a
+// newer tick. One whose earlier delivery died before its handler started
+// is judged as a first delivery is.
+func staleTick(spec *manifest.ScheduleSpec, msg jetfn.Msg, pending uint64, begun bool, now time.Time) string {
+	if spec == nil || !isTick(msg) || begun {
 		return ""
 	}
 	next, err := time.Parse(time.RFC3339Nano, msg.Header.Get(scheduleNextHeader))
@@ -168,7 +184,9 @@ func staleTick(spec *manifest.ScheduleSpec, msg jetfn.Msg, pending uint64, now t
 	case pending > 0:
 		return "a newer tick waits (missed: once)"
 	case msg.NumDelivered > 1:
-		return "a retry after the next tick was due at " + next.Format(time.RFC3339) + " (missed: once)"
+		// The newer tick, stored when it was due, was delivered while this
+		// one waited to come back, and runs instead.
+		return "delivered again, its handler never started, after the next tick was due at " + next.Format(time.RFC3339) + " (missed: once)"
 	}
 	return ""
 }

@@ -23,10 +23,13 @@ import (
 // so that jetfn's router copies them (2 SIGKILLs of the router while it
 // copies, plus a message without the key, dead-lettered once; the
 // instances row's steps with the routing instance SIGKILLed and SIGTERMed
-// while it copies). It builds and runs the real jetfn binary; about 4m10s
-// on two cores, of which the ordered rows take about 20s and the routed
-// rows about 30s (each SIGKILL of the router stops the routing for up to
-// its lease's 5s).
+// while it copies), and the scheduled row, a function ticking every
+// second SIGKILLed in the middle of 4 ticks (its effect applied, its ack
+// held by the proxy), each tick's effect wanted once with its output. It
+// builds and runs the real jetfn binary; about 4m20s on two cores, of which
+// the ordered rows take about 20s, the routed rows about 30s (each SIGKILL
+// of the router stops the routing for up to its lease's 5s) and the
+// scheduled row about 10s.
 //
 // CRASH_BUILD_FLAGS adds `go build` flags for the child (say -race).
 func TestCrashMatrix(t *testing.T) {
@@ -48,7 +51,7 @@ func TestCrashMatrix(t *testing.T) {
 		BatchSessions: 16, BatchCycles: 3,
 		ServerCycles: 1, NATSDown: 2 * time.Second, MongoDown: 12 * time.Second,
 		OrderedKeys: 8, OrderedMessages: 30, OrderedKills: 3, OrderedFailures: 3,
-		RoutedKills: 2,
+		RoutedKills: 2, ScheduledKills: 4,
 	})
 	var table strings.Builder
 	rep.Write(&table)
@@ -58,8 +61,8 @@ func TestCrashMatrix(t *testing.T) {
 			t.Errorf("%s: %s", r.Point, p)
 		}
 	}
-	if len(rep.Rows) != 19 {
-		t.Errorf("%d rows, want 19 (7 points, 2 remote points, careless-publisher, max-deliveries-all-down, 3 batches, "+
-			"3 ordered rows and 2 routed rows)", len(rep.Rows))
+	if len(rep.Rows) != 20 {
+		t.Errorf("%d rows, want 20 (7 points, 2 remote points, careless-publisher, max-deliveries-all-down, 3 batches, "+
+			"3 ordered rows, 2 routed rows and the scheduled row)", len(rep.Rows))
 	}
 }

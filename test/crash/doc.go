@@ -34,8 +34,12 @@
 // copies the input into the keyed stream, and SIGKILL or stop the routing
 // instance right after a random copy of a burst, while copies are in
 // flight and unacknowledged; one of them adds a message without its key,
-// which must be dead-lettered once. (A nats-server node killed in a
-// 3-node cluster, as test/chaos does, is not among them yet.) RunSuite runs them
-// all and returns the Report that `go run ./test/crash/cmd/crashtest`
-// prints.
+// which must be dead-lettered once. The scheduled row (scheduled.go) runs
+// the recorder as a function triggered every second by its schedule and
+// SIGKILLs jetfn in the middle of ticks, with each tick's effect applied
+// and its ack held: every tick that ran must have its effect and output
+// once, and every tick stored outside a disruption must have run. (A
+// nats-server node killed in a 3-node cluster, as test/chaos does, is not
+// among them yet.) RunSuite runs them all and returns the Report that
+// `go run ./test/crash/cmd/crashtest` prints.
 package crash

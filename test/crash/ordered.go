@@ -447,7 +447,12 @@ func (h *Harness) settleOrdered(ctx context.Context, total int, keyed bool) erro
 // the outputs, the keyed stream with its partitions): each row starts at
 // sequence 1 with no consumer, and the child creates them again.
 func (h *Harness) freshOrderedStreams(ctx context.Context) error {
-	for _, name := range []string{manifest.KeyedStreamPrefix + orderedFunction, ordersStream, recordedStream} {
+	return h.freshStreams(ctx, manifest.KeyedStreamPrefix+orderedFunction, ordersStream, recordedStream)
+}
+
+// freshStreams deletes the named streams, those that exist.
+func (h *Harness) freshStreams(ctx context.Context, names ...string) error {
+	for _, name := range names {
 		err := testkit.Retry(ctx, readWithin, "deleting stream "+name, func(ctx context.Context) error {
 			err := h.stack.js.DeleteStream(ctx, name)
 			if errors.Is(err, jetstream.ErrStreamNotFound) {

@@ -47,11 +47,15 @@ type SuiteOptions struct {
 	// and messages.
 	RoutedKills int
 	RoutedKey   string
+	// ScheduledKills are the SIGKILLs of scheduled-tick-kill, each in the
+	// middle of a tick (zero skips it).
+	ScheduledKills int
 	// Only, when set, names the rows to run (point names, outage for every
 	// point with an outage, the remote points' names, careless-publisher,
 	// max-deliveries-all-down, random, nats-restart, mongo-outage,
 	// ordered-random-kill, ordered-instances, ordered-failing-key,
-	// ordered-routed-random-kill, ordered-routed-instances).
+	// ordered-routed-random-kill, ordered-routed-instances,
+	// scheduled-tick-kill).
 	Only []string
 }
 
@@ -114,6 +118,9 @@ func RunSuite(ctx context.Context, h *Harness, o SuiteOptions) Report {
 				add(func() Row { return h.RunOrdered(ctx, r) })
 			}
 		}
+	}
+	if o.selected(scheduledName) && o.ScheduledKills > 0 {
+		add(func() Row { return h.RunScheduled(ctx, o.ScheduledKills) })
 	}
 	rep.Wall = time.Since(start)
 	return rep
