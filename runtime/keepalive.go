@@ -13,16 +13,18 @@ import (
 
 // keepAlive runs the keeper until ctx is done. Every tick it sends
 // InProgress for each held message, buffered or running, whose server
-// timer was last reset `heartbeat` minus a tick ago: InProgress resets the
-// server's ack-wait timer, so the timer never runs longer than heartbeat
-// (at most ackWait/2) plus however late the tick is. It also abandons a
+// timer was last reset `heartbeat` minus half a tick ago: InProgress
+// resets the server's ack-wait timer. With a tick a quarter of the
+// heartbeat, that is every fourth tick, even with ticks a little early or
+// late: exactly one beat a message a heartbeat, and the timer never runs
+// longer than heartbeat (at most ackWait/2) plus however late the tick is. It also abandons a
 // running handler past the function's timeout. One ticker per function,
 // not a timer per message, keeps short handlers free of cost.
 func (b *binding) keepAlive(ctx context.Context, w *workers) {
 	beat := inProgress(b.js.Conn())
 	repeat(ctx, b.keepTick, nil, func(context.Context) {
 		w.handoff.release() // the messages behind a waiting give must be seen
-		res := b.unsettled.keep(b.currentHeartbeat()-b.keepTick(), b.bufferBeats, w.reserve, beat)
+		res := b.unsettled.keep(b.currentHeartbeat()-b.keepTick()/2, b.bufferBeats, w.reserve, beat)
 		b.stats.heartbeats.Add(uint64(res.running))
 		b.stats.bufferBeats.Add(uint64(res.buffered))
 		for _, d := range res.overdue {
