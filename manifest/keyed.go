@@ -168,8 +168,8 @@ func (m *Manifest) validateKey(fat place, f *FunctionSpec, add problemFunc) {
 		add(fat.Key("keyConcurrency"), "%d must be at least 1", f.KeyConcurrency)
 	case f.Key == nil && f.IsKeyed():
 		add(fat.Key("key"), "required with ordered or keyConcurrency: where each message's key is, such as {token: 2}")
-	case f.Key != nil && !f.IsKeyed():
-		add(fat.Key("key"), "nothing uses it: add ordered: true (one message of a key at a time, in order) or keyConcurrency: n")
+	case f.Key != nil && !f.IsKeyed() && !f.IsDebounced():
+		add(fat.Key("key"), "nothing uses it: add ordered: true (one message of a key at a time, in order), keyConcurrency: n or debounce: a period")
 	}
 	if f.Partitions != 0 && !f.IsKeyed() {
 		add(fat.Key("partitions"), "only a keyed function (ordered or keyConcurrency) has partitions")
@@ -180,10 +180,10 @@ func (m *Manifest) validateKey(fat place, f *FunctionSpec, add problemFunc) {
 	} else if r != nil && !r.valid() {
 		add(fat.Key("keyRateLimit"), "%s: %s", r, rateBounds)
 	}
-	if f.Key == nil || !f.IsKeyed() {
+	if f.Key == nil || !f.IsKeyed() && !f.IsDebounced() {
 		return
 	}
-	if f.Partitions < 1 || f.Partitions > MaxPartitions {
+	if f.IsKeyed() && (f.Partitions < 1 || f.Partitions > MaxPartitions) {
 		add(fat.Key("partitions"), "%d must be from 1 to %d", f.Partitions, MaxPartitions)
 	}
 	kat := fat.Key("key")
@@ -211,7 +211,7 @@ func (m *Manifest) validateKey(fat place, f *FunctionSpec, add problemFunc) {
 			}
 		}
 	}
-	if f.RenamedFrom != "" {
+	if f.RenamedFrom != "" && f.IsKeyed() {
 		add(fat.Key("renamedFrom"), "a keyed function cannot be renamed yet: its keyed stream and partitions are named after it")
 	}
 }

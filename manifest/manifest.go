@@ -79,6 +79,9 @@ type StreamSpec struct {
 	// AllowAtomic, set by jetfn when a function's delayed output is stored
 	// in the stream, lets the server take atomic batches (delayed.go).
 	AllowAtomic bool `yaml:"-"`
+	// AllowTTL, set by jetfn on a debounce stream (debounce.go), lets
+	// messages carry a time to live of their own.
+	AllowTTL bool `yaml:"-"`
 }
 
 // FunctionSpec binds one function to a durable pull consumer: a compiled-in
@@ -138,6 +141,9 @@ type FunctionSpec struct {
 	// Schedule triggers the function by the clock (schedule.go): the
 	// server stores a tick on its subject at each time.
 	Schedule *ScheduleSpec `yaml:"schedule"`
+	// Debounce runs the function once per burst of a key's messages (key:),
+	// with the last, once the key has been quiet this long (debounce.go).
+	Debounce time.Duration `yaml:"debounce"`
 	// KeyRateLimit is the most messages of one key a keyed function
 	// handles per period, all its instances together: a message of a key
 	// whose turn has not come goes back to the server until it has, and

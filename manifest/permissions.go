@@ -162,6 +162,9 @@ func (m *Manifest) Permissions(o PermissionOptions) Permissions {
 		if f.IsKeyed() {
 			pub.add(keyedSubjects(f, o.Provision)...)
 		}
+		if f.IsDebounced() {
+			pub.add(debounceSubjects(f, o.Provision)...)
+		}
 		if o.Provision && f.IsKeyed() && !f.IsRouted() {
 			// No consumer reads a token-keyed function's input; the server's
 			// announcement of its deletion tells jetfn to recreate it.
@@ -183,6 +186,9 @@ func (m *Manifest) Permissions(o PermissionOptions) Permissions {
 		}
 		if o.Prune {
 			pub.add("$JS.API.CONSUMER.DELETE." + s + "." + d)
+			if f.IsDebounced() {
+				pub.add("$JS.API.STREAM.DELETE."+f.DebounceStreamName(), "$JS.API.CONSUMER.DELETE."+s+"."+f.DebouncerDurable())
+			}
 			if f.IsKeyed() {
 				pub.add("$JS.API.STREAM.DELETE." + f.KeyedStreamName())
 				if f.IsRouted() {

@@ -217,6 +217,7 @@ func (m *Manifest) validateFunction(fat place, f *FunctionSpec, add problemFunc)
 	}
 	m.validateRenamedFrom(fat, f, add)
 	m.validateKey(fat, f, add)
+	m.validateDebounce(fat, f, add)
 	m.validateOutputs(fat, f, add)
 	m.validateRemote(fat, f, add)
 }

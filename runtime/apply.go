@@ -287,6 +287,10 @@ func (r *Runtime) pruneConsumer(ctx context.Context, old, m *manifest.Manifest, 
 		r.pruneKeyed(ctx, spec)
 		return
 	}
+	if spec.IsDebounced() {
+		r.pruneDebounced(ctx, spec)
+		return
+	}
 	if spec.Schedule != nil && !m.Schedules(spec.Stream, spec.Subject) {
 		r.pruneSchedule(ctx, spec)
 	}

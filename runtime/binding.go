@@ -79,6 +79,9 @@ type binding struct {
 	// router copies a keyed function's messages into its keyed stream
 	// when its key is in a header or a field (router.go); nil otherwise.
 	router *router
+	// debouncer, on a debounced function, turns its input into schedules
+	// of its keys (debounce.go); nil otherwise.
+	debouncer *debouncer
 	// keepInput, on a keyed function keyed by a subject token, recreates
 	// its input stream if an operator deleted it (keyed.go); nil otherwise.
 	keepInput func(context.Context)

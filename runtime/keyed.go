@@ -244,6 +244,9 @@ func (b *binding) runParts(ctx context.Context, drainTimeout time.Duration) {
 	if b.keepInput != nil {
 		wg.Go(func() { b.keepInputStream(ctx) })
 	}
+	if b.debouncer != nil {
+		wg.Go(func() { b.debouncer.run(ctx) })
+	}
 	for _, p := range b.parts {
 		wg.Go(func() { p.run(ctx, drainTimeout) })
 	}
@@ -329,6 +332,8 @@ func originOf(h nats.Header) (sourced, nats.Header, error) {
 	}
 	view := maps.Clone(h)
 	delete(view, jetstream.MsgIDHeader)
+	delete(view, schedulerHeader) // a debounced run's, which the server fired (debounce.go)
+	delete(view, scheduleNextHeader)
 	for saved, header := range map[string]string{originalMsgIDHeader: jetstream.MsgIDHeader, originalSourceHeader: streamSourceHeader} {
 		if orig := h.Get(saved); orig != "" {
 			view.Set(header, orig)
@@ -419,7 +424,7 @@ func (b *binding) keyStatus(ctx context.Context, s *wire.Stats) {
 		if info.NumAckPending > 0 {
 			s.KeysActive++
 		}
-		if info.NumAckPending >= s.PerKey {
+		if b.spec.IsKeyed() && info.NumAckPending >= s.PerKey {
 			s.HeldByKey += info.NumPending
 		}
 		h := p.head.Load()
@@ -437,6 +442,9 @@ func (b *binding) keyStatus(ctx context.Context, s *wire.Stats) {
 	}
 	if b.router != nil {
 		b.router.status(ctx, s)
+	}
+	if b.debouncer != nil {
+		b.debouncer.status(ctx, s)
 	}
 	slices.SortFunc(s.StuckKeys, func(a, b wire.StuckKey) int { return a.Since.Compare(b.Since) })
 	if oldest != nil {

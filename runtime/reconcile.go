@@ -40,6 +40,7 @@ func streamConfig(s manifest.StreamSpec) jetstream.StreamConfig {
 		// outputs, which are published in atomic batches.
 		AllowMsgSchedules:  s.AllowSchedules,
 		AllowAtomicPublish: s.AllowAtomic,
+		AllowMsgTTL:        s.AllowTTL, // a debounce stream's receipts
 	}
 }
 
@@ -70,6 +71,7 @@ func overlayStream(have jetstream.StreamConfig, s manifest.StreamSpec) jetstream
 	// The server cannot turn message schedules off once on.
 	out.AllowMsgSchedules = have.AllowMsgSchedules || want.AllowMsgSchedules
 	out.AllowAtomicPublish = have.AllowAtomicPublish || want.AllowAtomicPublish // a deploy that drops a delay leaves batches possible
+	out.AllowMsgTTL = have.AllowMsgTTL || want.AllowMsgTTL
 	out.Metadata = withoutServerKeys(have.Metadata)
 	return out
 }
@@ -205,7 +207,7 @@ const digestKey = "jetfn.manifest_digest"
 func consumerMetadata(f manifest.FunctionSpec, digest string) map[string]string {
 	md := map[string]string{wire.FunctionMetadataKey: f.Name, "jetfn.version": f.Version,
 		"jetfn.max_deliver": strconv.Itoa(f.MaxDeliver), digestKey: digest}
-	if f.IsKeyed() && f.Stream != f.KeyedStreamName() {
+	if f.IsKeyed() && f.Stream != f.KeyedStreamName() || f.IsDebounced() && f.Stream != f.DebounceStreamName() {
 		md[wire.RoleMetadataKey] = wire.RoleRouter // on the input stream: only the router reads there
 	}
 	m := f.Monitor

@@ -359,11 +359,8 @@ func (rt *router) settle(sent []copied) error {
 
 // fetch pulls up to routeBatch messages of from's consumer: those waiting
 // now, or with wait set and none waiting, the first to arrive within a
-// second. It reads the server's
-// replies itself rather than through nats.go's Fetch, which takes a
-// message with an empty body and a Status header for a status reply, so
-// the router would neither copy nor acknowledge it; a message is what
-// came with an ack subject.
+// second (pullOnce says why not nats.go's Fetch: the router would neither
+// copy nor acknowledge a status reply).
 func (rt *router) fetch(ctx context.Context, from *binding, wait bool) ([]*nats.Msg, error) {
 	msgs, err := rt.pull(ctx, from, routeBatch, 0)
 	if len(msgs) > 0 || err != nil || !wait {
@@ -372,10 +369,17 @@ func (rt *router) fetch(ctx context.Context, from *binding, wait bool) ([]*nats.
 	return rt.pull(ctx, from, 1, time.Second)
 }
 
-// pull sends one pull request for n messages, waiting up to wait for them
-// (none: only those stored now), and reads its replies until it ends.
+// pull sends one pull request for n messages of from's consumer.
 func (rt *router) pull(ctx context.Context, from *binding, n int, wait time.Duration) ([]*nats.Msg, error) {
-	nc := rt.js.Conn()
+	return pullOnce(ctx, rt.js.Conn(), from, n, wait)
+}
+
+// pullOnce sends one pull request for n messages of from's consumer,
+// waiting up to wait for them (none: only those stored now), and reads its
+// replies until it ends. It reads the server's replies itself rather than
+// through nats.go's Fetch, which takes a status reply for a message with
+// an empty body: a message is what came with an ack subject.
+func pullOnce(ctx context.Context, nc *nats.Conn, from *binding, n int, wait time.Duration) ([]*nats.Msg, error) {
 	sub, err := nc.SubscribeSync(nc.NewInbox())
 	if err != nil {
 		return nil, err
@@ -396,7 +400,7 @@ func (rt *router) pull(ctx context.Context, from *binding, n int, wait time.Dura
 	for len(msgs) < n {
 		m, err := sub.NextMsgWithContext(ctx)
 		if err != nil {
-			return msgs, fmt.Errorf("pulling from router consumer %s: %w", c.Name, err)
+			return msgs, fmt.Errorf("pulling from consumer %s: %w", c.Name, err)
 		}
 		if strings.HasPrefix(m.Reply, "$JS.ACK.") {
 			msgs = append(msgs, m)
@@ -407,7 +411,7 @@ func (rt *router) pull(ctx context.Context, from *binding, n int, wait time.Dura
 			return msgs, nil
 		case "100":
 		default:
-			return msgs, fmt.Errorf("pulling from router consumer %s: %s %s", c.Name, code, m.Header.Get("Description"))
+			return msgs, fmt.Errorf("pulling from consumer %s: %s %s", c.Name, code, m.Header.Get("Description"))
 		}
 	}
 	return msgs, nil

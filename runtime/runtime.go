@@ -364,6 +364,9 @@ func (r *Runtime) connect(ctx context.Context, b *binding, m *manifest.Manifest)
 		}
 	}
 	r.shareLimits(b, m)
+	if spec.IsDebounced() {
+		return r.connectDebounced(ctx, b, stream, m)
+	}
 	if spec.IsKeyed() {
 		return r.connectParts(ctx, b, stream, m)
 	}
@@ -443,7 +446,10 @@ func (r *Runtime) provisionStreams(ctx context.Context, m *manifest.Manifest) er
 			return err
 		}
 	}
-	return ensureKeyedStreams(ctx, r.js, m)
+	if err := ensureKeyedStreams(ctx, r.js, m); err != nil {
+		return err
+	}
+	return ensureDebounceStreams(ctx, r.js, m)
 }
 
 func (r *Runtime) consumer(ctx context.Context, stream jetstream.Stream, spec manifest.FunctionSpec, digest string,

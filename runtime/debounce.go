@@ -1,0 +1,306 @@
+package runtime
+
+// A debounced function (manifest/debounce.go) is bound like a keyed one:
+// the function's binding holds no consumer of its own; its one part runs
+// the handler on the debounce stream's due runs, and its debouncer turns
+// each input message into a receipt and a schedule of its key, one message
+// at a time across every instance (the debouncer's consumer has one
+// message pending at most).
+//
+// The receipt and the schedule go in one atomic batch. The receipt's
+// message ID is the input message's identity, so a redelivered input (its
+// debouncer died before the ack) is refused whole as a duplicate: a burst
+// that already ran does not run again, and one that waits is not pushed
+// later. The schedule carries the input as the router's copy does
+// (routedHeader), so the handler sees the input message, its IDs and its
+// outputs' IDs.
+//
+// The server fires a schedule by storing its message on the key's run
+// subject, and that store purges the key's wait subject. A schedule stored
+// in the moment between (a new message of the key, in the instant its
+// burst ends) is purged with it. So before the handler runs a due run, the
+// runner compares it with the key's last receipt: a newer input whose
+// schedule is gone is scheduled again (design/debounce.md).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetfn/jetfn"
+	"github.com/jetfn/jetfn/internal/msgkey"
+	"github.com/jetfn/jetfn/manifest"
+	"github.com/jetfn/jetfn/wire"
+)
+
+// debounceRetryWait spaces the debouncer's tries of one message's batch;
+// the message stays in hand meanwhile (kept alive), so no later message of
+// its key overtakes it.
+const debounceRetryWait = time.Second
+
+// ttlHeader is the server's per-message time to live (a receipt's).
+const ttlHeader = "Nats-TTL"
+
+// debouncer turns a debounced function's input into receipts and
+// schedules.
+type debouncer struct {
+	b    *binding // a binding of the debouncer's consumer: its reading and dead letters
+	js   jetstream.JetStream
+	spec manifest.FunctionSpec
+	key  msgkey.Source
+}
+
+// ensureDebounceStreams creates or updates the debounce stream of every
+// debounced function.
+func ensureDebounceStreams(ctx context.Context, js jetstream.JetStream, m *manifest.Manifest) error {
+	for _, f := range m.Functions {
+		if f.IsDebounced() {
+			if err := ensureStream(ctx, js, m.DebounceStream(f)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// connectDebounced binds the runner of a debounced function to its
+// consumer on the debounce stream, and its debouncer to its consumer on
+// the input, creating them when provisioning.
+func (r *Runtime) connectDebounced(ctx context.Context, b *binding, input jetstream.Stream, m *manifest.Manifest) error {
+	f := b.spec
+	ds, err := r.js.Stream(ctx, f.DebounceStreamName())
+	if err != nil {
+		return fmt.Errorf("looking up debounce stream %s: %w", f.DebounceStreamName(), err)
+	}
+	spec := f.Debounced()
+	runner := b.sibling(spec, b.log.With("debounce_stream", ds.CachedInfo().Config.Name))
+	runner.fromSource = true
+	c, err := r.partitionConsumer(ctx, ds, spec, m.Digest, runner)
+	if err != nil {
+		return err
+	}
+	runner.consumer = newConsumerHandle(r.js, spec, m.DebounceStream(f), m.Digest, !r.opts.noProvision, runner.log, c, ds.CachedInfo().Created, nil)
+	runner.consumer.onAckWait = runner.followServerAckWait
+	runner.handler = &debounceGuard{inner: b.handler, js: r.js, spec: f, stream: ds}
+	b.parts = []*binding{runner}
+	b.debouncer, err = r.newDebouncer(ctx, b, input, m)
+	return err
+}
+
+// newDebouncer binds the debouncer's consumer on the input stream: one
+// message pending at most, across every instance.
+func (r *Runtime) newDebouncer(ctx context.Context, b *binding, input jetstream.Stream, m *manifest.Manifest) (*debouncer, error) {
+	f := b.spec
+	spec := f
+	spec.Durable, spec.Concurrency, spec.MaxAckPending = f.DebouncerDurable(), 1, 1
+	var c jetstream.Consumer
+	var err error
+	if r.opts.noProvision {
+		if c, err = input.Consumer(ctx, spec.Durable); err == nil {
+			err = checkUnlimitedDeliveries(c, spec)
+		}
+	} else {
+		c, err = ensureConsumer(ctx, input, spec, m.Digest, b.log, r.positions)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("debouncer consumer %s: %w", spec.Durable, err)
+	}
+	db := b.sibling(spec, b.log.With("debouncer", spec.Durable))
+	streamSpec, _ := m.Stream(f.Stream)
+	db.consumer = newConsumerHandle(r.js, spec, streamSpec, m.Digest, !r.opts.noProvision, db.log, c, input.CachedInfo().Created, r.positions)
+	db.consumer.scope = db.scope
+	return &debouncer{b: db, js: r.js, spec: f, key: msgkey.Source{Token: f.Key.Token, Header: f.Key.Header, Field: f.Key.Field}}, nil
+}
+
+// run debounces the input until ctx is done, one message at a time.
+func (d *debouncer) run(ctx context.Context) {
+	go d.b.consumer.watch(ctx)
+	for ctx.Err() == nil {
+		msgs, err := pullOnce(ctx, d.js.Conn(), d.b, 1, time.Second)
+		if err != nil && ctx.Err() == nil {
+			d.b.log.Warn("pulling the input to debounce", "err", err)
+			d.b.consumer.check()
+			pause(ctx, time.Second)
+		}
+		for _, m := range msgs {
+			d.debounce(ctx, m)
+		}
+	}
+}
+
+// debounce stores m's receipt and schedule and acknowledges it; a message
+// without its key is dead-lettered. A batch that fails is tried again
+// until it is stored (or ctx ends: the message then comes back to another
+// instance after its ack wait), with InProgress meanwhile.
+func (d *debouncer) debounce(ctx context.Context, m *nats.Msg) {
+	msg, err := d.b.toMsg(m)
+	if err != nil {
+		d.b.log.Error("reading a message to debounce; it comes back after its ack wait", "err", err)
+		return
+	}
+	key, kerr := d.key.Of(msg.Subject, msg.Header, msg.Data)
+	if kerr != nil {
+		d.b.deadLetter(m, msg, jetfn.Malformed(kerr), attempt{n: 1})
+		return
+	}
+	for {
+		receipt, schedule := debounceBatch(d.spec, msg, key, time.Now())
+		_, err := publishBatchAcked(ctx, d.js.Conn(), receipt, schedule)
+		if err == nil {
+			break // stored, or a duplicate: stored by an earlier delivery
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		d.b.log.Warn("storing a debounced message's schedule; trying again", "stream_seq", msg.StreamSequence, "err", err)
+		_ = reply(d.js.Conn(), m, inProgressBody)
+		pause(ctx, debounceRetryWait)
+	}
+	if err := reply(d.js.Conn(), m, ackBody); err != nil {
+		d.b.log.Warn("acknowledging a debounced message; it comes back, and its receipt makes it a duplicate", "err", err)
+	}
+}
+
+// keyHash names a key in the debounce stream's subjects, whatever bytes
+// the key holds.
+func keyHash(key string) string {
+	h := fnv.New64a()
+	h.Write([]byte(key))
+	return strconv.FormatUint(h.Sum64(), 36)
+}
+
+// debounceBatch is an input message's receipt and its key's new schedule,
+// due a period from now. Both carry the input as the handler is to see
+// it; the receipt lives as long as the stream's duplicate window.
+func debounceBatch(f manifest.FunctionSpec, msg jetfn.Msg, key string, now time.Time) (receipt, schedule *nats.Msg) {
+	h := keyHash(key)
+	identity := msg.StreamIdentity + ":" + strconv.FormatUint(msg.StreamSequence, 10)
+	receipt = asRouted(msg, key, f.DebounceSubject(manifest.DebounceSeen, h))
+	receipt.Header.Set(jetstream.MsgIDHeader, identity)
+	receipt.Header.Set(ttlHeader, f.DebounceWindow().String())
+	schedule = asRouted(msg, key, f.DebounceSubject(manifest.DebounceWait, h))
+	schedule.Header.Set(scheduleHeader, "@at "+now.Add(f.Debounce).UTC().Format(time.RFC3339Nano))
+	schedule.Header.Set(scheduleTargetHeader, f.DebounceSubject(manifest.DebounceRun, h))
+	return receipt, schedule
+}
+
+// asRouted is a copy of msg on subject with its origin, key and publisher's
+// message ID in the router's headers, which the runner reads as a routed
+// copy's (originOf).
+func asRouted(msg jetfn.Msg, key, subject string) *nats.Msg {
+	out := nats.NewMsg(subject)
+	out.Data = msg.Data
+	for k, vs := range msg.Header {
+		if !strings.HasPrefix(k, "Nats-") && !routerHeaders[k] {
+			out.Header[k] = vs
+		}
+	}
+	if orig := msg.Header.Get(jetstream.MsgIDHeader); orig != "" {
+		out.Header.Set(originalMsgIDHeader, orig)
+	}
+	out.Header.Set(routedKeyHeader, key)
+	out.Header.Set(routedHeader, fmt.Sprintf("%s %d %s %s", msg.Stream, msg.StreamSequence, msg.Subject, msg.StreamIdentity))
+	return out
+}
+
+// debounceGuard runs a due run's handler after making sure the key's
+// newest input is not left without its schedule (see the file comment).
+type debounceGuard struct {
+	inner  jetfn.Handler
+	js     jetstream.JetStream
+	spec   manifest.FunctionSpec
+	stream jetstream.Stream
+}
+
+func (g *debounceGuard) Handle(ctx context.Context, msg jetfn.Msg) error {
+	if err := g.rescheduleNewer(ctx, msg); err != nil {
+		return err
+	}
+	return g.inner.Handle(ctx, msg)
+}
+
+// Close closes the function's handler (jetfn.Closer), as the runtime
+// would without the guard.
+func (g *debounceGuard) Close(ctx context.Context) error {
+	if c, ok := g.inner.(jetfn.Closer); ok {
+		return c.Close(ctx)
+	}
+	return nil
+}
+
+// rescheduleNewer schedules the key's last input again when it is newer
+// than msg and has no schedule waiting: the server purged it as msg's
+// fired. The new schedule is due a period after that input was debounced,
+// and stored only if the wait subject is still empty (a newer input's
+// schedule must not be replaced by an older one's).
+func (g *debounceGuard) rescheduleNewer(ctx context.Context, msg jetfn.Msg) error {
+	key := msg.Header.Get(routedKeyHeader)
+	if key == "" {
+		return nil
+	}
+	h := keyHash(key)
+	last, err := g.stream.GetLastMsgForSubject(ctx, g.spec.DebounceSubject(manifest.DebounceSeen, h))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil // expired: nothing newer within the window
+	}
+	if err != nil {
+		return fmt.Errorf("reading key %q's last debounced message: %w", key, err)
+	}
+	if last.Header.Get(routedHeader) == fmt.Sprintf("%s %d %s %s", msg.Stream, msg.StreamSequence, msg.Subject, msg.StreamIdentity) {
+		return nil // msg is the key's last input
+	}
+	wait := g.spec.DebounceSubject(manifest.DebounceWait, h)
+	if _, err := g.stream.GetLastMsgForSubject(ctx, wait); err == nil {
+		return nil // the newer input's schedule waits
+	} else if !errors.Is(err, jetstream.ErrMsgNotFound) {
+		return fmt.Errorf("reading key %q's schedule: %w", key, err)
+	}
+	schedule := nats.NewMsg(wait)
+	schedule.Data = last.Data
+	for k, vs := range last.Header {
+		if !strings.HasPrefix(k, "Nats-") {
+			schedule.Header[k] = vs
+		}
+	}
+	schedule.Header.Set(scheduleHeader, "@at "+last.Time.Add(g.spec.Debounce).UTC().Format(time.RFC3339Nano))
+	schedule.Header.Set(scheduleTargetHeader, g.spec.DebounceSubject(manifest.DebounceRun, h))
+	_, err = g.js.PublishMsg(ctx, schedule, jetstream.WithExpectLastSequencePerSubject(0))
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+		return nil // a newer schedule came meanwhile
+	}
+	if err != nil {
+		return fmt.Errorf("scheduling key %q's last message again: %w", key, err)
+	}
+	return nil
+}
+
+// status adds the input messages the debouncer has not taken yet: those
+// wait for the function as surely as its due runs.
+func (d *debouncer) status(ctx context.Context, s *wire.Stats) {
+	if info, err := d.b.consumer.get().Info(ctx); err == nil {
+		s.RouterPending = info.NumPending + uint64(info.NumAckPending)
+		s.NumPending += s.RouterPending
+	}
+}
+
+// pruneDebounced removes a removed debounced function's debounce stream
+// (its runs' consumer with it) and its debouncer's consumer.
+func (r *Runtime) pruneDebounced(ctx context.Context, spec manifest.FunctionSpec) {
+	log := r.opts.log.With("function", spec.Name)
+	if err := r.js.DeleteConsumer(ctx, spec.Stream, spec.DebouncerDurable()); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		log.Warn("pruning a removed function's debouncer consumer", "err", err)
+	}
+	if err := r.js.DeleteStream(ctx, spec.DebounceStreamName()); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		log.Warn("pruning a removed function's debounce stream", "err", err)
+		return
+	}
+	log.Info("pruned a removed debounced function's debounce stream", "stream", spec.DebounceStreamName())
+}

@@ -1,0 +1,206 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetfn/jetfn/manifest"
+	"github.com/jetfn/jetfn/runtime/runtimetest"
+)
+
+// debouncedManifest has fn reading test.* debounced by period, keyed by
+// subject token 2.
+func debouncedManifest(t *testing.T, period string) *manifest.Manifest {
+	t.Helper()
+	return subjectManifest(t, "test.*", "    key: {token: 2}\n    debounce: "+period+"\n    ackWait: 2s\n")
+}
+
+// publishBurst publishes n messages on test.<key>, {"i": 0} to {"i": n-1},
+// each with a message ID of its own, <key>-<i>, or <key>-<i>-<burst> for a
+// later burst.
+func publishBurst(t *testing.T, env *testEnv, key string, n int, burst ...int) {
+	t.Helper()
+	for i := range n {
+		id := fmt.Sprintf("%s-%d", key, i)
+		if len(burst) > 0 {
+			id += fmt.Sprintf("-%d", burst[0])
+		}
+		msg := nats.NewMsg("test." + key)
+		msg.Data = fmt.Appendf(nil, `{"i":%d}`, i)
+		msg.Header.Set("Burst", key)
+		if _, err := env.js.PublishMsg(context.Background(), msg, jetstream.WithMsgID(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestDebounceRunsOnceWithTheLast: a burst of one key's messages runs the
+// handler once, with the last of them as published (subject, headers,
+// payload, the publisher's message ID), once the key has been quiet for
+// the period; each key on its own; and a later burst of a key runs again.
+func TestDebounceRunsOnceWithTheLast(t *testing.T) {
+	env := newEnv(t)
+	rec := &recorder{}
+	env.start(debouncedManifest(t, "1s"), rec)
+	publishBurst(t, env, "a", 5)
+	publishBurst(t, env, "b", 3)
+	runtimetest.Eventually(t, 20*time.Second, "a run per key", func() bool { return rec.count() >= 2 })
+	got := map[string]string{}
+	for _, r := range rec.all() {
+		got[r.msg.Subject] = string(r.msg.Data)
+		if r.msg.Header.Get("Burst") == "" || r.msg.Header.Get(jetstream.MsgIDHeader) == "" {
+			t.Errorf("run of %s lost its headers: %v", r.msg.Subject, r.msg.Header)
+		}
+		if r.msg.Stream != "TEST" {
+			t.Errorf("run of %s is from stream %s, want the input TEST", r.msg.Subject, r.msg.Stream)
+		}
+	}
+	if got["test.a"] != `{"i":4}` || got["test.b"] != `{"i":2}` {
+		t.Errorf("runs %v, want test.a with the last of 5 and test.b with the last of 3", got)
+	}
+	publishBurst(t, env, "a", 2, 2)
+	runtimetest.Eventually(t, 20*time.Second, "the second burst's run", func() bool { return rec.count() >= 3 })
+	if last := rec.all()[2]; last.msg.Subject != "test.a" || last.msg.Header.Get(jetstream.MsgIDHeader) != "a-1-2" {
+		t.Errorf("third run %s %v, want test.a with message a-1-2", last.msg.Subject, last.msg.Header)
+	}
+	assertRunsStay(t, env, rec, 3)
+}
+
+// assertRunsStay waits until the debounce stream holds no schedule and no
+// due run and the debouncer has nothing pending, then checks that the
+// handler ran exactly want times.
+func assertRunsStay(t *testing.T, env *testEnv, rec *recorder, want int) {
+	t.Helper()
+	ctx := context.Background()
+	runtimetest.Eventually(t, 20*time.Second, "nothing left to debounce or run", func() bool {
+		ds, err := env.js.Stream(ctx, manifest.DebounceStreamPrefix+"fn")
+		if err != nil {
+			return false
+		}
+		info, err := ds.Info(ctx, jetstream.WithSubjectFilter("jetfn.debounce.fn.*.*"))
+		if err != nil {
+			return false
+		}
+		for subject := range info.State.Subjects {
+			if !isReceipt(subject) {
+				return false
+			}
+		}
+		c, err := env.js.Consumer(ctx, "TEST", "fn-debouncer")
+		if err != nil {
+			return false
+		}
+		ci, err := c.Info(ctx)
+		return err == nil && ci.NumPending == 0 && ci.NumAckPending == 0
+	})
+	if got := rec.count(); got != want {
+		t.Errorf("%d runs, want %d", got, want)
+	}
+}
+
+func isReceipt(subject string) bool { return strings.HasPrefix(subject, "jetfn.debounce.fn.seen.") }
+
+// TestDebounceRedeliveredInputRunsNothing: the debouncer's consumer is
+// moved back to the first message after the burst ran (as a redelivery
+// after a crash before the ack would bring them again); every input's
+// receipt makes its batch a duplicate, so nothing is scheduled or run
+// again.
+func TestDebounceRedeliveredInputRunsNothing(t *testing.T) {
+	env := newEnv(t)
+	rec := &recorder{}
+	env.start(debouncedManifest(t, "1s"), rec)
+	publishBurst(t, env, "a", 4)
+	runtimetest.Eventually(t, 20*time.Second, "the burst's run", func() bool { return rec.count() >= 1 })
+	if _, err := env.js.ResetConsumerToSequence(context.Background(), "TEST", "fn-debouncer", 1); err != nil {
+		t.Fatal(err)
+	}
+	assertRunsStay(t, env, rec, 1)
+}
+
+// TestDebounceKeylessMessageDeadLettered: a message without its key is
+// dead-lettered once, with the reason, and holds up no other.
+func TestDebounceKeylessMessageDeadLettered(t *testing.T) {
+	env := newEnv(t)
+	rec := &recorder{}
+	m := subjectManifest(t, "test.*", "    key: {header: Tenant}\n    debounce: 1s\n    ackWait: 2s\n")
+	env.start(m, rec)
+	env.publish("test.x", `{}`) // no Tenant
+	msg := nats.NewMsg("test.y")
+	msg.Header.Set("Tenant", "t1")
+	if _, err := env.js.PublishMsg(context.Background(), msg); err != nil {
+		t.Fatal(err)
+	}
+	runtimetest.Eventually(t, 20*time.Second, "the keyed message's run", func() bool { return rec.count() == 1 })
+	letters := env.deadLetters(1)
+	if reason := letters[0].Header.Get("Jetfn-Error"); reason == "" {
+		t.Errorf("dead letter without a reason: %v", letters[0].Header)
+	}
+}
+
+// TestDebounceSchedulesAgainWhatTheServerPurged: the server purges a key's
+// wait subject when a schedule fires; a newer message's schedule stored in
+// that instant goes with it. The runner of the fired run finds the key's
+// newer receipt without a schedule and schedules it again. The test makes
+// that state by hand: a long period, two messages of one key (two
+// receipts, the second's schedule waiting), the schedule purged, and the
+// first message's run stored as the server would fire it.
+func TestDebounceSchedulesAgainWhatTheServerPurged(t *testing.T) {
+	env := newEnv(t)
+	rec := &recorder{}
+	env.start(debouncedManifest(t, "1h"), rec)
+	ctx := context.Background()
+	publishBurst(t, env, "a", 2)
+	ds, err := env.js.Stream(ctx, manifest.DebounceStreamPrefix+"fn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := manifestFunction(t, debouncedManifest(t, "1h"))
+	h := keyHash("a")
+	wait := f.DebounceSubject(manifest.DebounceWait, h)
+	var first *jetstream.RawStreamMsg
+	runtimetest.Eventually(t, 20*time.Second, "both receipts and the second's schedule", func() bool {
+		info, err := ds.Info(ctx, jetstream.WithSubjectFilter("jetfn.debounce.fn.>"))
+		if err != nil || info.State.Subjects[f.DebounceSubject(manifest.DebounceSeen, h)] != 2 || info.State.Subjects[wait] != 1 {
+			return false
+		}
+		first, err = ds.GetMsg(ctx, info.State.FirstSeq)
+		return err == nil
+	})
+	if err := ds.Purge(ctx, jetstream.WithPurgeSubject(wait)); err != nil {
+		t.Fatal(err)
+	}
+	fired := nats.NewMsg(f.DebounceSubject(manifest.DebounceRun, h))
+	fired.Data = first.Data
+	for k, vs := range first.Header {
+		if !strings.HasPrefix(k, "Nats-") { // the receipt's ID, TTL and batch
+			fired.Header[k] = vs
+		}
+	}
+	if _, err := env.js.PublishMsg(ctx, fired); err != nil {
+		t.Fatal(err)
+	}
+	runtimetest.Eventually(t, 20*time.Second, "the first message's run", func() bool { return rec.count() == 1 })
+	if got := string(rec.all()[0].msg.Data); got != `{"i":0}` {
+		t.Errorf("ran %s, want the first message", got)
+	}
+	runtimetest.Eventually(t, 20*time.Second, "the second message scheduled again", func() bool {
+		m, err := ds.GetLastMsgForSubject(ctx, wait)
+		return err == nil && string(m.Data) == `{"i":1}`
+	})
+}
+
+// manifestFunction is m's one function.
+func manifestFunction(t *testing.T, m *manifest.Manifest) manifest.FunctionSpec {
+	t.Helper()
+	f, ok := m.Function("fn")
+	if !ok {
+		t.Fatal("no function fn")
+	}
+	return f
+}
