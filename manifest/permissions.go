@@ -164,6 +164,11 @@ func (m *Manifest) Permissions(o PermissionOptions) Permissions {
 		}
 		if f.IsDebounced() {
 			pub.add(debounceSubjects(f, o.Provision)...)
+			// The debouncer's consumer records its position, as the
+			// router's does.
+			debouncer := f
+			debouncer.Durable = f.DebouncerDurable()
+			pub.add(positionSubjects(debouncer, o.Provision)...)
 		}
 		if o.Provision && f.IsKeyed() && !f.IsRouted() {
 			// No consumer reads a token-keyed function's input; the server's

@@ -399,6 +399,32 @@ func testKeyedPermissions(t *testing.T, key string) {
 	}
 }
 
+// TestDebouncedPermissionsSufficient runs a debounced function as a user
+// with the --provision permissions on an empty server: it creates the
+// debounce stream and both consumers, stores receipts and schedules,
+// reads a key's last receipt and schedule before each run, and runs each
+// key's burst once, with no violation.
+func TestDebouncedPermissionsSufficient(t *testing.T) {
+	m := subjectManifest(t, "test.in.*", "    key: {token: 3}\n    debounce: 1s\n"+
+		"    outputs:\n      - subject: test.out\n        stream: TEST\n")
+	if err := m.Validate([]string{"fn"}); err != nil {
+		t.Fatal(err)
+	}
+	p := startPermsCase(t, m, m.Permissions(manifest.PermissionOptions{Provision: true}), true)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("runtime log:\n%s", p.log.String())
+		}
+	})
+	for i, subject := range []string{"test.in.a", "test.in.a", "test.in.b", "test.in.a"} {
+		p.env.publish(subject, fmt.Sprintf("%s-%d", subject, i)) // the output's key: one per run
+	}
+	runtimetest.Eventually(t, 20*time.Second, "one output per key", func() bool { return p.outputs() == 2 })
+	if v := p.log.Violations(); len(v) > 0 {
+		t.Fatalf("permission violations with the --provision permissions: %v\n%s", v, p.log.String())
+	}
+}
+
 // TestRoutedBackfillPermissionsSufficient: a routed function's filter is
 // narrowed and rolled back by a user with the --provision permissions of
 // the wide manifest: the router's backfill consumer is made, read and
