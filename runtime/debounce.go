@@ -285,9 +285,10 @@ func (g *debounceGuard) rescheduleNewer(ctx context.Context, msg jetfn.Msg) erro
 // status adds the input messages the debouncer has not taken yet: those
 // wait for the function as surely as its due runs.
 func (d *debouncer) status(ctx context.Context, s *wire.Stats) {
+	s.Debounce, s.DueRuns = d.spec.Debounce.String(), s.NumPending
 	if info, err := d.b.consumer.get().Info(ctx); err == nil {
-		s.RouterPending = info.NumPending + uint64(info.NumAckPending)
-		s.NumPending += s.RouterPending
+		s.DebouncePending = info.NumPending + uint64(info.NumAckPending)
+		s.NumPending += s.DebouncePending
 	}
 }
 

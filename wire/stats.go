@@ -104,6 +104,13 @@ type Stats struct {
 	// messages wait to be copied (also counted in NumPending).
 	Router        string `json:"router,omitempty"`
 	RouterPending uint64 `json:"router_pending,omitempty"`
+	// Debounce is a debounced function's period; DebouncePending how many
+	// input messages its debouncer has not taken yet (also counted in
+	// NumPending), and DueRuns how many runs came due and wait for the
+	// handler (NumPending of its consumer on the debounce stream).
+	Debounce        string `json:"debounce,omitempty"`
+	DebouncePending uint64 `json:"debounce_pending,omitempty"`
+	DueRuns         uint64 `json:"due_runs,omitempty"`
 }
 
 // StuckKey is a key whose head message failed and holds its partition

@@ -39,6 +39,7 @@ func writeKeys(w io.Writer, instances []Instance, now time.Time) error {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%d\t%s\t%s\t%s\n", in.Function, in.ID, s.Partitions, s.PerKey, keyRate, s.KeysActive,
 			s.HeldByKey, oldest, waiting, router)
 	}
+	writeDebounced(tw, instances)
 	for _, in := range instances {
 		for _, k := range in.Stats.StuckKeys {
 			if !stuckHeader {
@@ -50,4 +51,22 @@ func writeKeys(w io.Writer, instances []Instance, now time.Time) error {
 		}
 	}
 	return tw.Flush()
+}
+
+// writeDebounced prints each debounced function's period, the input its
+// debouncer has not taken yet and the runs come due that wait for the
+// handler.
+func writeDebounced(tw io.Writer, instances []Instance) {
+	header := false
+	for _, in := range instances {
+		s := in.Stats
+		if s.Debounce == "" {
+			continue
+		}
+		if !header {
+			fmt.Fprintln(tw, "\nDEBOUNCED FUNCTION\tINSTANCE\tPERIOD\tTO DEBOUNCE\tDUE RUNS")
+			header = true
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\n", in.Function, in.ID, s.Debounce, s.DebouncePending, s.DueRuns)
+	}
 }
