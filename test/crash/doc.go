@@ -38,7 +38,10 @@
 // the recorder as a function triggered every second by its schedule and
 // SIGKILLs jetfn in the middle of ticks, with each tick's effect applied
 // and its ack held: every tick that ran must have its effect and output
-// once, and every tick stored outside a disruption must have run. (A
+// once, and every tick stored outside a disruption must have run. The
+// debounced row (debounced.go) runs it debounced per key and SIGKILLs
+// jetfn while bursts are published and while their runs come due: every
+// burst's last message must take effect once, with its output. (A
 // nats-server node killed in a 3-node cluster, as test/chaos does, is not
 // among them yet.) RunSuite runs them all and returns the Report that
 // `go run ./test/crash/cmd/crashtest` prints.

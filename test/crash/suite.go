@@ -50,12 +50,16 @@ type SuiteOptions struct {
 	// ScheduledKills are the SIGKILLs of scheduled-tick-kill, each in the
 	// middle of a tick (zero skips it).
 	ScheduledKills int
+	// DebouncedKills are the SIGKILLs of debounced-random-kill (zero skips
+	// it), which publishes DebouncedRounds rounds of a burst of
+	// DebouncedMessages messages for each of OrderedKeys keys.
+	DebouncedKills, DebouncedRounds, DebouncedMessages int
 	// Only, when set, names the rows to run (point names, outage for every
 	// point with an outage, the remote points' names, careless-publisher,
 	// max-deliveries-all-down, random, nats-restart, mongo-outage,
 	// ordered-random-kill, ordered-instances, ordered-failing-key,
 	// ordered-routed-random-kill, ordered-routed-instances,
-	// scheduled-tick-kill).
+	// scheduled-tick-kill, debounced-random-kill).
 	Only []string
 }
 
@@ -121,6 +125,10 @@ func RunSuite(ctx context.Context, h *Harness, o SuiteOptions) Report {
 	}
 	if o.selected(scheduledName) && o.ScheduledKills > 0 {
 		add(func() Row { return h.RunScheduled(ctx, o.ScheduledKills) })
+	}
+	if o.selected(debouncedName) && o.DebouncedKills > 0 && o.OrderedKeys > 0 {
+		d := Debounced{Keys: o.OrderedKeys, Messages: max(o.DebouncedMessages, 1), Rounds: max(o.DebouncedRounds, 1), Kills: o.DebouncedKills}
+		add(func() Row { return h.RunDebounced(ctx, d) })
 	}
 	rep.Wall = time.Since(start)
 	return rep

@@ -46,12 +46,15 @@ func run() int {
 		`"keyConcurrency: 4" or "none" (no key) are controls the order checker must fail`)
 	routedKills := fs.Int("routed-kills", 5, "SIGKILLs of ordered-routed-random-kill, each while the router copies (0 skips it)")
 	scheduledKills := fs.Int("scheduled-kills", 5, "SIGKILLs of scheduled-tick-kill, each in the middle of a tick (0 skips it)")
+	debouncedKills := fs.Int("debounced-kills", 5, "SIGKILLs of debounced-random-kill, while bursts are published and while their runs come due (0 skips it)")
+	debouncedRounds := fs.Int("debounced-rounds", 4, "rounds of bursts of debounced-random-kill, one burst per ordered key each")
+	debouncedMessages := fs.Int("debounced-messages", 5, "messages in each burst of debounced-random-kill")
 	routedKey := fs.String("routed-key", crash.RoutedByHeader, `where the routed rows' key is: "header" (Order-Key) or "field" (key); `+
 		`"subject" keys them by subject token 2, which is not their key: a control the order checker must fail`)
 	only := fs.String("only", "", "comma-separated rows to run: none,wait,after-store,after-notify,outage,"+
 		"after-notify/nats-restart/window-24h,remote-killed-mid-request,jetfn-killed-while-remote-works,"+
 		"careless-publisher,max-deliveries-all-down,random,nats-restart,mongo-outage,"+
-		"ordered-random-kill,ordered-instances,ordered-failing-key,ordered-routed-random-kill,ordered-routed-instances,scheduled-tick-kill")
+		"ordered-random-kill,ordered-instances,ordered-failing-key,ordered-routed-random-kill,ordered-routed-instances,scheduled-tick-kill,debounced-random-kill")
 	markdown := fs.Bool("markdown", false, "also print the table as README-ready markdown rows")
 	dir := fs.String("dir", "", "keep data, manifests and child logs here (default: a temp dir, removed)")
 	buildFlags := fs.String("build-flags", "", "extra `go build` flags for the child binary, space-separated")
@@ -84,7 +87,8 @@ func run() int {
 		OrderedKeys: *orderedKeys, OrderedMessages: *orderedMessages, OrderedKills: *orderedKills,
 		OrderedFailures: *orderedFailures, OrderedKeying: *orderedKeying, RoutedKills: *routedKills, RoutedKey: *routedKey,
 		ScheduledKills: *scheduledKills,
-		Only:           splitList(*only),
+		DebouncedKills: *debouncedKills, DebouncedRounds: *debouncedRounds, DebouncedMessages: *debouncedMessages,
+		Only: splitList(*only),
 	})
 	rep.Write(os.Stdout)
 	if *markdown {
