@@ -27,11 +27,13 @@ import (
 // second SIGKILLed in the middle of 4 ticks (its effect applied, its ack
 // held by the proxy), each tick's effect wanted once with its output, and
 // the debounced row, 8 keys x 3 rounds of a 4-message burst debounced by
-// 1s, with 3 SIGKILLs, each burst's last message wanted once. It builds
-// and runs the real jetfn binary; about 4m30s on two cores, of which the
-// ordered rows take about 20s, the routed rows about 30s (each SIGKILL of
-// the router stops the routing for up to its lease's 5s), the scheduled
-// and the debounced row about 10s each.
+// 1s, with 3 SIGKILLs, each burst's last message wanted once, and the
+// rewound row, the ordered rows' messages handled, rewound to the first
+// with `jetfn rewind` and handled again through 2 SIGKILLs, each once in
+// effect and output. It builds and runs the real jetfn binary; about 4m40s
+// on two cores, of which the ordered rows take about 20s, the routed rows
+// about 30s (each SIGKILL of the router stops the routing for up to its
+// lease's 5s), the scheduled, debounced and rewound rows about 10s each.
 //
 // CRASH_BUILD_FLAGS adds `go build` flags for the child (say -race).
 func TestCrashMatrix(t *testing.T) {
@@ -54,7 +56,7 @@ func TestCrashMatrix(t *testing.T) {
 		ServerCycles: 1, NATSDown: 2 * time.Second, MongoDown: 12 * time.Second,
 		OrderedKeys: 8, OrderedMessages: 30, OrderedKills: 3, OrderedFailures: 3,
 		RoutedKills: 2, ScheduledKills: 4,
-		DebouncedKills: 3, DebouncedRounds: 3, DebouncedMessages: 4,
+		DebouncedKills: 3, DebouncedRounds: 3, DebouncedMessages: 4, RewoundKills: 2,
 	})
 	var table strings.Builder
 	rep.Write(&table)
@@ -64,8 +66,8 @@ func TestCrashMatrix(t *testing.T) {
 			t.Errorf("%s: %s", r.Point, p)
 		}
 	}
-	if len(rep.Rows) != 21 {
-		t.Errorf("%d rows, want 21 (7 points, 2 remote points, careless-publisher, max-deliveries-all-down, 3 batches, "+
-			"3 ordered rows, 2 routed rows, the scheduled row and the debounced row)", len(rep.Rows))
+	if len(rep.Rows) != 22 {
+		t.Errorf("%d rows, want 22 (7 points, 2 remote points, careless-publisher, max-deliveries-all-down, 3 batches, "+
+			"3 ordered rows, 2 routed rows, the scheduled, debounced and rewound rows)", len(rep.Rows))
 	}
 }

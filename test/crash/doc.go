@@ -41,7 +41,11 @@
 // once, and every tick stored outside a disruption must have run. The
 // debounced row (debounced.go) runs it debounced per key and SIGKILLs
 // jetfn while bursts are published and while their runs come due: every
-// burst's last message must take effect once, with its output. (A
+// burst's last message must take effect once, with its output. The
+// rewound row (rewound.go) handles the ordered rows' messages with it
+// unkeyed, rewinds it to the first with `jetfn rewind` and SIGKILLs
+// jetfn during the replay: every message must run again and still take
+// effect once, with one output. (A
 // nats-server node killed in a 3-node cluster, as test/chaos does, is not
 // among them yet.) RunSuite runs them all and returns the Report that
 // `go run ./test/crash/cmd/crashtest` prints.

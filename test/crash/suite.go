@@ -54,12 +54,16 @@ type SuiteOptions struct {
 	// it), which publishes DebouncedRounds rounds of a burst of
 	// DebouncedMessages messages for each of OrderedKeys keys.
 	DebouncedKills, DebouncedRounds, DebouncedMessages int
+	// RewoundKills are the SIGKILLs of rewound-replay-kill during its
+	// replay (zero skips it); it runs OrderedKeys x OrderedMessages
+	// messages.
+	RewoundKills int
 	// Only, when set, names the rows to run (point names, outage for every
 	// point with an outage, the remote points' names, careless-publisher,
 	// max-deliveries-all-down, random, nats-restart, mongo-outage,
 	// ordered-random-kill, ordered-instances, ordered-failing-key,
 	// ordered-routed-random-kill, ordered-routed-instances,
-	// scheduled-tick-kill, debounced-random-kill).
+	// scheduled-tick-kill, debounced-random-kill, rewound-replay-kill).
 	Only []string
 }
 
@@ -129,6 +133,10 @@ func RunSuite(ctx context.Context, h *Harness, o SuiteOptions) Report {
 	if o.selected(debouncedName) && o.DebouncedKills > 0 && o.OrderedKeys > 0 {
 		d := Debounced{Keys: o.OrderedKeys, Messages: max(o.DebouncedMessages, 1), Rounds: max(o.DebouncedRounds, 1), Kills: o.DebouncedKills}
 		add(func() Row { return h.RunDebounced(ctx, d) })
+	}
+	if o.selected(rewoundName) && o.RewoundKills > 0 && o.OrderedKeys > 0 {
+		rw := Rewound{Keys: o.OrderedKeys, Messages: max(o.OrderedMessages, 1), Kills: o.RewoundKills}
+		add(func() Row { return h.RunRewound(ctx, rw) })
 	}
 	rep.Wall = time.Since(start)
 	return rep

@@ -49,12 +49,13 @@ func run() int {
 	debouncedKills := fs.Int("debounced-kills", 5, "SIGKILLs of debounced-random-kill, while bursts are published and while their runs come due (0 skips it)")
 	debouncedRounds := fs.Int("debounced-rounds", 4, "rounds of bursts of debounced-random-kill, one burst per ordered key each")
 	debouncedMessages := fs.Int("debounced-messages", 5, "messages in each burst of debounced-random-kill")
+	rewoundKills := fs.Int("rewound-kills", 5, "SIGKILLs of rewound-replay-kill while it handles everything again after `jetfn rewind` (0 skips it)")
 	routedKey := fs.String("routed-key", crash.RoutedByHeader, `where the routed rows' key is: "header" (Order-Key) or "field" (key); `+
 		`"subject" keys them by subject token 2, which is not their key: a control the order checker must fail`)
 	only := fs.String("only", "", "comma-separated rows to run: none,wait,after-store,after-notify,outage,"+
 		"after-notify/nats-restart/window-24h,remote-killed-mid-request,jetfn-killed-while-remote-works,"+
 		"careless-publisher,max-deliveries-all-down,random,nats-restart,mongo-outage,"+
-		"ordered-random-kill,ordered-instances,ordered-failing-key,ordered-routed-random-kill,ordered-routed-instances,scheduled-tick-kill,debounced-random-kill")
+		"ordered-random-kill,ordered-instances,ordered-failing-key,ordered-routed-random-kill,ordered-routed-instances,scheduled-tick-kill,debounced-random-kill,rewound-replay-kill")
 	markdown := fs.Bool("markdown", false, "also print the table as README-ready markdown rows")
 	dir := fs.String("dir", "", "keep data, manifests and child logs here (default: a temp dir, removed)")
 	buildFlags := fs.String("build-flags", "", "extra `go build` flags for the child binary, space-separated")
@@ -88,7 +89,8 @@ func run() int {
 		OrderedFailures: *orderedFailures, OrderedKeying: *orderedKeying, RoutedKills: *routedKills, RoutedKey: *routedKey,
 		ScheduledKills: *scheduledKills,
 		DebouncedKills: *debouncedKills, DebouncedRounds: *debouncedRounds, DebouncedMessages: *debouncedMessages,
-		Only: splitList(*only),
+		RewoundKills: *rewoundKills,
+		Only:         splitList(*only),
 	})
 	rep.Write(os.Stdout)
 	if *markdown {
