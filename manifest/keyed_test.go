@@ -31,16 +31,20 @@ func TestKeyedValidation(t *testing.T) {
 		{"a key rate too slow", "    key: {token: 2}\n    ordered: true\n    keyRateLimit: 1/48h", "keyRateLimit: 1/48h0m0s: want at least 1 message per"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			m, err := Parse([]byte(keyedManifest(tt.lines)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			err = m.Validate(known)
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("err = %v, want %q", err, tt.want)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { wantRefused(t, keyedManifest(tt.lines), tt.want) })
+	}
+}
+
+// wantRefused checks that doc parses and that Validate refuses it with an
+// error containing want.
+func wantRefused(t *testing.T, doc, want string) {
+	t.Helper()
+	m, err := Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err = m.Validate(known); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v, want %q", err, want)
 	}
 }
 

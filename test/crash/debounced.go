@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"time"
 
@@ -67,18 +66,8 @@ func (h *Harness) RunDebounced(ctx context.Context, d Debounced) Row {
 // debouncedRun publishes the rounds, killing and restarting jetfn at
 // random moments: during a round's publishing, or while its runs come due.
 func (h *Harness) debouncedRun(ctx context.Context, d Debounced, ev *debouncedEvidence) error {
-	h.nextRun(debouncedName)
-	text := fmt.Sprintf(orderedManifestTemplate, debouncedKeying, orderedMaxDeliver, orderedConcurrency)
-	if err := os.WriteFile(h.manPath, []byte(text), 0o644); err != nil {
-		return fmt.Errorf("writing manifest: %w", err)
-	}
-	if err := h.freshStreams(ctx, manifest.DebounceStreamPrefix+orderedFunction, ordersStream, recordedStream); err != nil {
-		return err
-	}
-	if err := h.startRecorder(ctx); err != nil {
-		return err
-	}
-	if _, err := h.startChild(ctx); err != nil {
+	if err := h.startRecorderRun(ctx, debouncedName, fmt.Sprintf(orderedManifestTemplate, debouncedKeying, orderedMaxDeliver, orderedConcurrency),
+		manifest.DebounceStreamPrefix+orderedFunction, ordersStream, recordedStream); err != nil {
 		return err
 	}
 	total := d.Rounds * d.Keys * d.Messages

@@ -272,18 +272,8 @@ func orNone(steps []string) string {
 }
 
 func (h *Harness) orderedRun(ctx context.Context, o Ordered, ev *orderedEvidence) error {
-	h.nextRun(o.name())
-	text := fmt.Sprintf(orderedManifestTemplate, o.keyingLines(), orderedMaxDeliver, orderedConcurrency)
-	if err := os.WriteFile(h.manPath, []byte(text), 0o644); err != nil {
-		return fmt.Errorf("writing manifest: %w", err)
-	}
-	if err := h.freshOrderedStreams(ctx); err != nil {
-		return err
-	}
-	if err := h.startRecorder(ctx); err != nil {
-		return err
-	}
-	if _, err := h.startChild(ctx); err != nil {
+	if err := h.startRecorderRun(ctx, o.name(), fmt.Sprintf(orderedManifestTemplate, o.keyingLines(), orderedMaxDeliver, orderedConcurrency),
+		manifest.KeyedStreamPrefix+orderedFunction, ordersStream, recordedStream); err != nil {
 		return err
 	}
 	var err error
@@ -443,11 +433,23 @@ func (h *Harness) settleOrdered(ctx context.Context, total int, keyed bool) erro
 	})
 }
 
-// freshOrderedStreams deletes what an earlier ordered row left (the input,
-// the outputs, the keyed stream with its partitions): each row starts at
-// sequence 1 with no consumer, and the child creates them again.
-func (h *Harness) freshOrderedStreams(ctx context.Context) error {
-	return h.freshStreams(ctx, manifest.KeyedStreamPrefix+orderedFunction, ordersStream, recordedStream)
+// startRecorderRun starts a run of a row whose function is the order
+// recorder: it writes the run's manifest, deletes the streams an earlier
+// row left (so the row starts at sequence 1 with no consumer, and the
+// child creates them again), and starts the recorder and jetfn.
+func (h *Harness) startRecorderRun(ctx context.Context, name, manifestText string, streams ...string) error {
+	h.nextRun(name)
+	if err := os.WriteFile(h.manPath, []byte(manifestText), 0o644); err != nil {
+		return fmt.Errorf("writing manifest: %w", err)
+	}
+	if err := h.freshStreams(ctx, streams...); err != nil {
+		return err
+	}
+	if err := h.startRecorder(ctx); err != nil {
+		return err
+	}
+	_, err := h.startChild(ctx)
+	return err
 }
 
 // freshStreams deletes the named streams, those that exist.

@@ -68,18 +68,8 @@ func (h *Harness) RunRewound(ctx context.Context, rw Rewound) Row {
 // rewoundRun handles every message once, rewinds the function to the
 // first, and kills jetfn at random moments of the replay.
 func (h *Harness) rewoundRun(ctx context.Context, rw Rewound, ev *orderedEvidence) error {
-	h.nextRun(rewoundName)
-	text := fmt.Sprintf(orderedManifestTemplate, "", orderedMaxDeliver, orderedConcurrency)
-	if err := os.WriteFile(h.manPath, []byte(text), 0o644); err != nil {
-		return fmt.Errorf("writing manifest: %w", err)
-	}
-	if err := h.freshOrderedStreams(ctx); err != nil {
-		return err
-	}
-	if err := h.startRecorder(ctx); err != nil {
-		return err
-	}
-	if _, err := h.startChild(ctx); err != nil {
+	if err := h.startRecorderRun(ctx, rewoundName, fmt.Sprintf(orderedManifestTemplate, "", orderedMaxDeliver, orderedConcurrency),
+		ordersStream, recordedStream); err != nil {
 		return err
 	}
 	var err error

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"time"
 
@@ -105,17 +104,7 @@ func (h *Harness) RunScheduled(ctx context.Context, kills int) Row {
 // output stored and its ack held, half right after the effect, noting each
 // disruption's window.
 func (h *Harness) scheduledRun(ctx context.Context, kills int, windows *[]disruptionWindow) error {
-	h.nextRun(scheduledName)
-	if err := os.WriteFile(h.manPath, []byte(scheduledManifest), 0o644); err != nil {
-		return fmt.Errorf("writing manifest: %w", err)
-	}
-	if err := h.freshStreams(ctx, ticksStream, recordedStream); err != nil {
-		return err
-	}
-	if err := h.startRecorder(ctx); err != nil {
-		return err
-	}
-	if _, err := h.startChild(ctx); err != nil {
+	if err := h.startRecorderRun(ctx, scheduledName, scheduledManifest, ticksStream, recordedStream); err != nil {
 		return err
 	}
 	for i := range kills {
