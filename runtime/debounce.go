@@ -137,9 +137,12 @@ func (d *debouncer) run(ctx context.Context) {
 
 // debounce stores m's receipt and schedule and acknowledges it; a message
 // without its key is dead-lettered. A batch that fails is tried again
-// until it is stored (or ctx ends: the message then comes back to another
-// instance after its ack wait), with InProgress meanwhile.
-func (d *debouncer) debounce(ctx context.Context, m *nats.Msg) {
+// until it is stored, with InProgress meanwhile. A stop (ctx) does not cut
+// a try short: a message left unacknowledged would hold every key's
+// debouncing for its ack wait, one message being pending at most. Only a
+// try that fails after the stop gives the message up, to come back after
+// its ack wait.
+func (d *debouncer) debounce(stop context.Context, m *nats.Msg) {
 	msg, err := d.b.toMsg(m)
 	if err != nil {
 		d.b.log.Error("reading a message to debounce; it comes back after its ack wait", "err", err)
@@ -151,21 +154,30 @@ func (d *debouncer) debounce(ctx context.Context, m *nats.Msg) {
 		return
 	}
 	for {
-		receipt, schedule := debounceBatch(d.spec, msg, key, time.Now())
-		_, err := publishBatchAcked(ctx, d.js.Conn(), receipt, schedule)
+		err := d.store(stop, msg, key)
 		if err == nil {
 			break // stored, or a duplicate: stored by an earlier delivery
 		}
-		if ctx.Err() != nil {
+		if stop.Err() != nil {
 			return
 		}
 		d.b.log.Warn("storing a debounced message's schedule; trying again", "stream_seq", msg.StreamSequence, "err", err)
 		_ = reply(d.js.Conn(), m, inProgressBody)
-		pause(ctx, debounceRetryWait)
+		pause(stop, debounceRetryWait)
 	}
 	if err := reply(d.js.Conn(), m, ackBody); err != nil {
 		d.b.log.Warn("acknowledging a debounced message; it comes back, and its receipt makes it a duplicate", "err", err)
 	}
+}
+
+// store publishes msg's batch once, within settleTimeout, whether or not
+// the debouncer is stopping.
+func (d *debouncer) store(stop context.Context, msg jetfn.Msg, key string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(stop), settleTimeout)
+	defer cancel()
+	receipt, schedule := debounceBatch(d.spec, msg, key, time.Now())
+	_, err := publishBatchAcked(ctx, d.js.Conn(), receipt, schedule)
+	return err
 }
 
 // keyHash names a key in the debounce stream's subjects, whatever bytes
