@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"strconv"
 	"strings"
 	"time"
 )
@@ -58,13 +59,28 @@ const (
 // DebouncerDurable is the debouncer's consumer on the input stream.
 func (f *FunctionSpec) DebouncerDurable() string { return f.Durable + "-debouncer" }
 
-// Debounced is the spec of the binding that runs the handler: the
-// function's settings, reading the run subjects of its debounce stream
-// from the first message the stream still holds (it holds only runs not
-// yet acknowledged: work-queue retention).
-func (f FunctionSpec) Debounced() FunctionSpec {
+// DebounceRunSubject is the run subject of the key hashed to keyHash: in
+// its partition (partition.Of the key, over Partitions), which one
+// consumer reads, one run at a time.
+func (f *FunctionSpec) DebounceRunSubject(partition int, keyHash string) string {
+	return f.DebounceSubject(DebounceRun, strconv.Itoa(partition)+"."+keyHash)
+}
+
+// DebouncedPartition is the spec of the binding that runs the handler on
+// partition i's due runs: the function's settings, reading the run
+// subjects of partition i from the first message the stream still holds
+// (it holds only runs not yet acknowledged: work-queue retention),
+// through a consumer that hands out one run at a time across every
+// instance. So a key's runs are handled in the order they came due, a
+// retried run holding the key's next; the function's concurrency is its
+// partitions at once.
+func (f FunctionSpec) DebouncedPartition(i int) FunctionSpec {
 	p := f
-	p.Stream, p.Subject, p.Subjects = f.DebounceStreamName(), "", []string{f.DebounceSubject(DebounceRun, "*")}
+	p.Stream, p.Subject, p.Subjects = f.DebounceStreamName(), "", []string{f.DebounceRunSubject(i, "*")}
+	p.Durable = f.PartitionDurable(i)
+	p.Concurrency, p.MaxAckPending = 1, 1
+	noPrefetch := 0
+	p.Prefetch = &noPrefetch
 	p.Start, p.RenamedFrom, p.Schedule = StartAll, "", nil
 	return p
 }
@@ -102,7 +118,7 @@ func (m *Manifest) validateDebounce(fat place, f *FunctionSpec, add problemFunc)
 		add(at, "needs key: where each message's key is ({token: n}, {header: H} or {field: F}): "+
 			"a burst of one key's messages runs the function once, with the last")
 	case f.IsKeyed():
-		add(at, "cannot be combined with ordered or keyConcurrency yet; a debounced function runs a key's bursts one after another anyway")
+		add(at, "cannot be combined with ordered or keyConcurrency: a debounced function already runs a key's bursts one at a time, in order")
 	case f.Schedule != nil:
 		add(at, "cannot be combined with schedule: ticks have no key to debounce")
 	case f.RenamedFrom != "":
@@ -125,12 +141,17 @@ func debounceSubjects(f FunctionSpec, provision bool) []string {
 		"$JS.API.CONSUMER.INFO." + in + "." + d,
 		"jetfn.debounce." + f.Name + ".>", "$JS.API.STREAM.INFO." + ds, "$JS.API.STREAM.MSG.GET." + ds,
 		"$JS.API.DIRECT.GET." + ds + ".>",
-		"$JS.API.CONSUMER.MSG.NEXT." + ds + "." + f.Durable, "$JS.ACK." + ds + "." + f.Durable + ".>",
-		"$JS.API.CONSUMER.INFO." + ds + "." + f.Durable}
+		"$JS.API.STREAM.CONSUMER.NAMES." + ds}
+	for i := range f.Partitions {
+		p := f.PartitionDurable(i)
+		subjects = append(subjects, "$JS.API.CONSUMER.MSG.NEXT."+ds+"."+p, "$JS.ACK."+ds+"."+p+".>", "$JS.API.CONSUMER.INFO."+ds+"."+p)
+		if provision {
+			subjects = append(subjects, "$JS.API.CONSUMER.CREATE."+ds+"."+p, "$JS.API.CONSUMER.CREATE."+ds+"."+p+".>")
+		}
+	}
 	if provision {
 		subjects = append(subjects, "$JS.API.STREAM.CREATE."+ds, "$JS.API.STREAM.UPDATE."+ds,
-			"$JS.API.CONSUMER.CREATE."+in+"."+d, "$JS.API.CONSUMER.CREATE."+in+"."+d+".>",
-			"$JS.API.CONSUMER.CREATE."+ds+"."+f.Durable, "$JS.API.CONSUMER.CREATE."+ds+"."+f.Durable+".>")
+			"$JS.API.CONSUMER.CREATE."+in+"."+d, "$JS.API.CONSUMER.CREATE."+in+"."+d+".>")
 	}
 	return subjects
 }

@@ -11,7 +11,7 @@ func TestDebounceValidation(t *testing.T) {
 	tests := []struct{ name, lines, want string }{
 		{"without a key", "    debounce: 5s", "line 17: functions[0] (summarize-session).debounce: needs key: where each message's key is"},
 		{"too short", "    key: {token: 2}\n    debounce: 500ms", "debounce: 500ms is shorter than 1s"},
-		{"with ordered", "    key: {token: 2}\n    ordered: true\n    debounce: 5s", "cannot be combined with ordered or keyConcurrency yet"},
+		{"with ordered", "    key: {token: 2}\n    ordered: true\n    debounce: 5s", "cannot be combined with ordered or keyConcurrency: a debounced function already runs"},
 		{"a literal token", "    key: {token: 1}\n    debounce: 5s", "token 1 of subject transcription.*.ended is not a *"},
 		{"renamed", "    key: {token: 2}\n    debounce: 5s\n    renamedFrom: old", "renamedFrom: a debounced function cannot be renamed yet"},
 	}
@@ -40,10 +40,13 @@ func TestDebounceStreamAndRunner(t *testing.T) {
 	if want := 2 * (f.MaxOutage + time.Duration(f.MaxDeliver)*f.AckWait); s.Duplicates != want {
 		t.Errorf("duplicate window %s, want %s", s.Duplicates, want)
 	}
-	r := f.Debounced()
-	if r.Stream != s.Name || len(r.Subjects) != 1 || r.Subjects[0] != "jetfn.debounce.summarize-session.run.*" ||
-		r.Durable != f.Durable || r.Concurrency != f.Concurrency {
-		t.Errorf("runner %+v", r)
+	if f.Partitions != f.Concurrency {
+		t.Errorf("%d partitions, want the concurrency %d", f.Partitions, f.Concurrency)
+	}
+	r := f.DebouncedPartition(3)
+	if r.Stream != s.Name || len(r.Subjects) != 1 || r.Subjects[0] != "jetfn.debounce.summarize-session.run.3.*" ||
+		r.Durable != f.Durable+"-p003" || r.Concurrency != 1 || r.MaxAckPending != 1 {
+		t.Errorf("runner of partition 3 %+v", r)
 	}
 	if f.DebouncerDurable() != "summarize-session-debouncer" {
 		t.Errorf("debouncer durable %s", f.DebouncerDurable())

@@ -171,8 +171,8 @@ func (m *Manifest) validateKey(fat place, f *FunctionSpec, add problemFunc) {
 	case f.Key != nil && !f.IsKeyed() && !f.IsDebounced():
 		add(fat.Key("key"), "nothing uses it: add ordered: true (one message of a key at a time, in order), keyConcurrency: n or debounce: a period")
 	}
-	if f.Partitions != 0 && !f.IsKeyed() {
-		add(fat.Key("partitions"), "only a keyed function (ordered or keyConcurrency) has partitions")
+	if f.Partitions != 0 && !f.IsKeyed() && !f.IsDebounced() {
+		add(fat.Key("partitions"), "only a keyed function (ordered or keyConcurrency) or a debounced one has partitions")
 	}
 	if r := f.KeyRateLimit; r != nil && !f.IsKeyed() {
 		add(fat.Key("keyRateLimit"), "only a keyed function (key, with ordered or keyConcurrency) has a rate per key; "+
@@ -183,7 +183,7 @@ func (m *Manifest) validateKey(fat place, f *FunctionSpec, add problemFunc) {
 	if f.Key == nil || !f.IsKeyed() && !f.IsDebounced() {
 		return
 	}
-	if f.IsKeyed() && (f.Partitions < 1 || f.Partitions > MaxPartitions) {
+	if f.Partitions < 1 || f.Partitions > MaxPartitions {
 		add(fat.Key("partitions"), "%d must be from 1 to %d", f.Partitions, MaxPartitions)
 	}
 	kat := fat.Key("key")

@@ -26,7 +26,7 @@ func TestKeyedValidation(t *testing.T) {
 		{"two key sources", "    key: {token: 2, field: sessionId}\n    ordered: true", "give exactly one of token (a subject token), header or field"},
 		{"a header key that is no header name", "    key: {header: \"Session Id\"}\n    ordered: true", `header "Session Id" is not a header name`},
 		{"too many partitions", "    key: {token: 2}\n    ordered: true\n    partitions: 2000", "partitions: 2000 must be from 1 to 1024"},
-		{"partitions unkeyed", "    partitions: 8", "only a keyed function (ordered or keyConcurrency) has partitions"},
+		{"partitions unkeyed", "    partitions: 8", "only a keyed function (ordered or keyConcurrency) or a debounced one has partitions"},
 		{"a key rate unkeyed", "    keyRateLimit: 5/s", "line 17: functions[0] (summarize-session).keyRateLimit: only a keyed function"},
 		{"a key rate too slow", "    key: {token: 2}\n    ordered: true\n    keyRateLimit: 1/48h", "keyRateLimit: 1/48h0m0s: want at least 1 message per"},
 	}

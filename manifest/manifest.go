@@ -386,7 +386,7 @@ func (f *FunctionSpec) applyDefaults() {
 	orDefault(&f.MaxOutage, DefaultMaxOutage)
 	orDefault(&f.Timeout, DefaultTimeout)
 	orDefault(&f.MaxAckPending, max(DefaultMaxAckPending, f.Concurrency))
-	if f.IsKeyed() {
+	if f.IsKeyed() || f.IsDebounced() {
 		orDefault(&f.Partitions, f.Concurrency)
 	}
 }

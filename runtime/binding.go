@@ -9,6 +9,7 @@ import (
 
 	"github.com/jetfn/jetfn"
 	"github.com/jetfn/jetfn/manifest"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -85,6 +86,10 @@ type binding struct {
 	// keepInput, on a keyed function keyed by a subject token, recreates
 	// its input stream if an operator deleted it (keyed.go); nil otherwise.
 	keepInput func(context.Context)
+	// beforeRun, when set, runs before the handler of every delivery (m)
+	// and fails the run with its error: a debounced function's check that
+	// its key's newest input has a schedule (debounce.go).
+	beforeRun func(ctx context.Context, m *nats.Msg, msg jetfn.Msg) error
 	// fromSource is set on a partition binding: its messages are copies of
 	// the input stream's, whose identity they keep (sourcedMsg).
 	fromSource bool

@@ -99,8 +99,19 @@ func serverInterpreted(key string) bool {
 // stream already holds under that ID is this message's (a crash between
 // dead-lettering and Term, say): an ID that named another message would
 // otherwise Term this one with no record.
+//
+// A dead letter too large to store (the original's payload near the
+// server's max_payload) is stored without the payload, the header
+// wire.HeaderPayloadOmitted saying so: kept for redelivery instead, it
+// would fail again on every delivery, for ever.
 func publishDeadLetter(ctx context.Context, js jetstream.JetStream, subject string, d deadLetter) error {
 	ack, err := js.PublishMsg(ctx, d.natsMsg(subject))
+	if tooLargeToStore(err) {
+		m := d.natsMsg(subject)
+		m.Header.Set(wire.HeaderPayloadOmitted, strconv.Itoa(len(m.Data)))
+		m.Data = nil
+		ack, err = js.PublishMsg(ctx, m)
+	}
 	if err != nil {
 		return fmt.Errorf("dead-lettering %s: %w", d.msgID(), err)
 	}
@@ -108,6 +119,14 @@ func publishDeadLetter(ctx context.Context, js jetstream.JetStream, subject stri
 		return nil
 	}
 	return d.checkStored(ctx, js, ack)
+}
+
+// tooLargeToStore reports a publish refused for its size, by the client
+// (the server's max_payload) or by the stream.
+func tooLargeToStore(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.Is(err, nats.ErrMaxPayload) || errors.As(err, &apiErr) &&
+		(apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum || apiErr.ErrorCode == errCodeHeaderTooLarge)
 }
 
 // checkStored compares the dead letter the stream kept under d's ID with

@@ -36,6 +36,7 @@ import (
 
 	"github.com/jetfn/jetfn"
 	"github.com/jetfn/jetfn/internal/msgkey"
+	"github.com/jetfn/jetfn/internal/partition"
 	"github.com/jetfn/jetfn/manifest"
 	"github.com/jetfn/jetfn/wire"
 )
@@ -70,26 +71,32 @@ func ensureDebounceStreams(ctx context.Context, js jetstream.JetStream, m *manif
 	return nil
 }
 
-// connectDebounced binds the runner of a debounced function to its
-// consumer on the debounce stream, and its debouncer to its consumer on
-// the input, creating them when provisioning.
+// connectDebounced binds the runners of a debounced function, one per
+// partition of its due runs, to their consumers on the debounce stream,
+// and its debouncer to its consumer on the input, creating them when
+// provisioning.
 func (r *Runtime) connectDebounced(ctx context.Context, b *binding, input jetstream.Stream, m *manifest.Manifest) error {
 	f := b.spec
 	ds, err := r.js.Stream(ctx, f.DebounceStreamName())
 	if err != nil {
 		return fmt.Errorf("looking up debounce stream %s: %w", f.DebounceStreamName(), err)
 	}
-	spec := f.Debounced()
-	runner := b.sibling(spec, b.log.With("debounce_stream", ds.CachedInfo().Config.Name))
-	runner.fromSource = true
-	c, err := r.partitionConsumer(ctx, ds, spec, m.Digest, runner)
-	if err != nil {
-		return err
+	guard := &debounceGuard{js: r.js, spec: f, stream: ds}
+	parts := make([]*binding, f.Partitions)
+	for i := range parts {
+		spec := f.DebouncedPartition(i)
+		runner := b.sibling(spec, b.log.With("debounce_stream", ds.CachedInfo().Config.Name, "partition", i))
+		runner.fromSource = true
+		c, err := r.partitionConsumer(ctx, ds, spec, m.Digest, runner)
+		if err != nil {
+			return err
+		}
+		runner.consumer = newConsumerHandle(r.js, spec, m.DebounceStream(f), m.Digest, !r.opts.noProvision, runner.log, c, ds.CachedInfo().Created, nil)
+		runner.consumer.onAckWait = runner.followServerAckWait
+		runner.beforeRun = guard.rescheduleNewer
+		parts[i] = runner
 	}
-	runner.consumer = newConsumerHandle(r.js, spec, m.DebounceStream(f), m.Digest, !r.opts.noProvision, runner.log, c, ds.CachedInfo().Created, nil)
-	runner.consumer.onAckWait = runner.followServerAckWait
-	runner.handler = &debounceGuard{inner: b.handler, js: r.js, spec: f, stream: ds}
-	b.parts = []*binding{runner}
+	b.parts = parts
 	b.debouncer, err = r.newDebouncer(ctx, b, input, m)
 	return err
 }
@@ -158,6 +165,10 @@ func (d *debouncer) debounce(stop context.Context, m *nats.Msg) {
 		if err == nil {
 			break // stored, or a duplicate: stored by an earlier delivery
 		}
+		if neverStored(err) {
+			d.b.deadLetter(m, msg, jetfn.Permanent(fmt.Errorf("the debounce stream cannot store this message: %w", err)), attempt{n: 1})
+			return
+		}
 		if stop.Err() != nil {
 			return
 		}
@@ -168,6 +179,14 @@ func (d *debouncer) debounce(stop context.Context, m *nats.Msg) {
 	if err := reply(d.js.Conn(), m, ackBody); err != nil {
 		d.b.log.Warn("acknowledging a debounced message; it comes back, and its receipt makes it a duplicate", "err", err)
 	}
+}
+
+// neverStored reports whether the debounce stream refused a batch for
+// good: the message, with the receipt's headers, is larger than the server
+// or the stream takes. Tried again, it would hold every key's debouncing
+// forever, so it is dead-lettered instead.
+func neverStored(err error) bool {
+	return errors.Is(err, nats.ErrMaxPayload) || errors.Is(err, errTooLargeToStore)
 }
 
 // store publishes msg's batch once, within settleTimeout, whether or not
@@ -199,7 +218,7 @@ func debounceBatch(f manifest.FunctionSpec, msg jetfn.Msg, key string, now time.
 	receipt.Header.Set(ttlHeader, f.DebounceWindow().String())
 	schedule = asRouted(msg, key, f.DebounceSubject(manifest.DebounceWait, h))
 	schedule.Header.Set(scheduleHeader, "@at "+now.Add(f.Debounce).UTC().Format(time.RFC3339Nano))
-	schedule.Header.Set(scheduleTargetHeader, f.DebounceSubject(manifest.DebounceRun, h))
+	schedule.Header.Set(scheduleTargetHeader, f.DebounceRunSubject(partition.Of([]byte(key), f.Partitions), h))
 	return receipt, schedule
 }
 
@@ -217,62 +236,61 @@ func asRouted(msg jetfn.Msg, key, subject string) *nats.Msg {
 	if orig := msg.Header.Get(jetstream.MsgIDHeader); orig != "" {
 		out.Header.Set(originalMsgIDHeader, orig)
 	}
+	if src := msg.Header.Get(streamSourceHeader); src != "" {
+		out.Header.Set(originalSourceHeader, src) // the input sources another stream
+	}
 	out.Header.Set(routedKeyHeader, key)
 	out.Header.Set(routedHeader, fmt.Sprintf("%s %d %s %s", msg.Stream, msg.StreamSequence, msg.Subject, msg.StreamIdentity))
 	return out
 }
 
-// debounceGuard runs a due run's handler after making sure the key's
-// newest input is not left without its schedule (see the file comment).
+// debounceGuard makes sure, before a due run's handler runs, that the
+// key's newest input is not left without its schedule (see the file
+// comment).
 type debounceGuard struct {
-	inner  jetfn.Handler
 	js     jetstream.JetStream
 	spec   manifest.FunctionSpec
 	stream jetstream.Stream
 }
 
-func (g *debounceGuard) Handle(ctx context.Context, msg jetfn.Msg) error {
-	if err := g.rescheduleNewer(ctx, msg); err != nil {
-		return err
+// rescheduleNewer schedules the key's last input again when the server
+// purged its schedule as this run's fired: when its receipt was stored
+// before this run (after it, its schedule was stored after the purge, and
+// it has a run of its own, waiting or handled), no schedule of the key
+// waits, and no run of the key came due after this one (one that was
+// scheduled again by an earlier try of this run). The new schedule is due
+// a period after that input was debounced, stored only if the wait
+// subject is still empty (a newer input's schedule must not be replaced
+// by an older one's), and named after the receipt, so that the stream
+// takes it once.
+//
+// m is the run as delivered; the key's hash is its subject's last token,
+// as the debouncer wrote it.
+func (g *debounceGuard) rescheduleNewer(ctx context.Context, m *nats.Msg, msg jetfn.Msg) error {
+	meta, err := m.Metadata()
+	if err != nil {
+		return fmt.Errorf("reading a due run's sequence: %w", err)
 	}
-	return g.inner.Handle(ctx, msg)
-}
-
-// Close closes the function's handler (jetfn.Closer), as the runtime
-// would without the guard.
-func (g *debounceGuard) Close(ctx context.Context) error {
-	if c, ok := g.inner.(jetfn.Closer); ok {
-		return c.Close(ctx)
-	}
-	return nil
-}
-
-// rescheduleNewer schedules the key's last input again when it is newer
-// than msg and has no schedule waiting: the server purged it as msg's
-// fired. The new schedule is due a period after that input was debounced,
-// and stored only if the wait subject is still empty (a newer input's
-// schedule must not be replaced by an older one's).
-func (g *debounceGuard) rescheduleNewer(ctx context.Context, msg jetfn.Msg) error {
-	key := msg.Header.Get(routedKeyHeader)
-	if key == "" {
-		return nil
-	}
-	h := keyHash(key)
+	h := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
 	last, err := g.stream.GetLastMsgForSubject(ctx, g.spec.DebounceSubject(manifest.DebounceSeen, h))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil // expired: nothing newer within the window
 	}
 	if err != nil {
-		return fmt.Errorf("reading key %q's last debounced message: %w", key, err)
+		return fmt.Errorf("reading the last debounced message of key hash %s: %w", h, err)
 	}
-	if last.Header.Get(routedHeader) == fmt.Sprintf("%s %d %s %s", msg.Stream, msg.StreamSequence, msg.Subject, msg.StreamIdentity) {
-		return nil // msg is the key's last input
+	if last.Sequence > meta.Sequence.Stream || last.Header.Get(routedHeader) == fmt.Sprintf("%s %d %s %s", msg.Stream, msg.StreamSequence, msg.Subject, msg.StreamIdentity) {
+		return nil // debounced after this run came due, or this run's own
 	}
 	wait := g.spec.DebounceSubject(manifest.DebounceWait, h)
-	if _, err := g.stream.GetLastMsgForSubject(ctx, wait); err == nil {
-		return nil // the newer input's schedule waits
-	} else if !errors.Is(err, jetstream.ErrMsgNotFound) {
-		return fmt.Errorf("reading key %q's schedule: %w", key, err)
+	for _, subject := range []string{wait, m.Subject} {
+		later, err := g.stream.GetLastMsgForSubject(ctx, subject)
+		if err == nil && (subject == wait || later.Sequence > meta.Sequence.Stream) {
+			return nil // the newer input's schedule waits, or its run came due
+		}
+		if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return fmt.Errorf("reading %s: %w", subject, err)
+		}
 	}
 	schedule := nats.NewMsg(wait)
 	schedule.Data = last.Data
@@ -282,14 +300,15 @@ func (g *debounceGuard) rescheduleNewer(ctx context.Context, msg jetfn.Msg) erro
 		}
 	}
 	schedule.Header.Set(scheduleHeader, "@at "+last.Time.Add(g.spec.Debounce).UTC().Format(time.RFC3339Nano))
-	schedule.Header.Set(scheduleTargetHeader, g.spec.DebounceSubject(manifest.DebounceRun, h))
-	_, err = g.js.PublishMsg(ctx, schedule, jetstream.WithExpectLastSequencePerSubject(0))
+	schedule.Header.Set(scheduleTargetHeader, m.Subject)
+	_, err = g.js.PublishMsg(ctx, schedule, jetstream.WithExpectLastSequencePerSubject(0),
+		jetstream.WithMsgID(last.Header.Get(jetstream.MsgIDHeader)+":again"))
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
 		return nil // a newer schedule came meanwhile
 	}
 	if err != nil {
-		return fmt.Errorf("scheduling key %q's last message again: %w", key, err)
+		return fmt.Errorf("scheduling the last message of key hash %s again: %w", h, err)
 	}
 	return nil
 }

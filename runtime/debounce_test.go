@@ -1,16 +1,23 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetfn/jetfn"
+	"github.com/jetfn/jetfn/internal/partition"
 	"github.com/jetfn/jetfn/manifest"
+	jetfnpause "github.com/jetfn/jetfn/ops/pause"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
 )
 
@@ -60,6 +67,11 @@ func TestDebounceRunsOnceWithTheLast(t *testing.T) {
 		if r.msg.Stream != "TEST" {
 			t.Errorf("run of %s is from stream %s, want the input TEST", r.msg.Subject, r.msg.Stream)
 		}
+		for k := range r.msg.Header {
+			if strings.HasPrefix(k, "Nats-Batch-") || strings.HasPrefix(k, "Nats-Schedule") {
+				t.Errorf("run of %s shows the debounce stream's header %s: %v", r.msg.Subject, k, r.msg.Header)
+			}
+		}
 	}
 	if got["test.a"] != `{"i":4}` || got["test.b"] != `{"i":2}` {
 		t.Errorf("runs %v, want test.a with the last of 5 and test.b with the last of 3", got)
@@ -83,7 +95,7 @@ func assertRunsStay(t *testing.T, env *testEnv, rec *recorder, want int) {
 		if err != nil {
 			return false
 		}
-		info, err := ds.Info(ctx, jetstream.WithSubjectFilter("jetfn.debounce.fn.*.*"))
+		info, err := ds.Info(ctx, jetstream.WithSubjectFilter("jetfn.debounce.fn.>"))
 		if err != nil {
 			return false
 		}
@@ -175,7 +187,7 @@ func TestDebounceSchedulesAgainWhatTheServerPurged(t *testing.T) {
 	if err := ds.Purge(ctx, jetstream.WithPurgeSubject(wait)); err != nil {
 		t.Fatal(err)
 	}
-	fired := nats.NewMsg(f.DebounceSubject(manifest.DebounceRun, h))
+	fired := nats.NewMsg(f.DebounceRunSubject(partition.Of([]byte("a"), f.Partitions), h))
 	fired.Data = first.Data
 	for k, vs := range first.Header {
 		if !strings.HasPrefix(k, "Nats-") { // the receipt's ID, TTL and batch
@@ -193,6 +205,104 @@ func TestDebounceSchedulesAgainWhatTheServerPurged(t *testing.T) {
 		m, err := ds.GetLastMsgForSubject(ctx, wait)
 		return err == nil && string(m.Data) == `{"i":1}`
 	})
+}
+
+// TestDebounceRunsEachBurstOnceAfterAPause: while the function is paused,
+// a key's burst comes due, then a newer burst of the key comes due too.
+// Resumed, the older run must not schedule the newer message again: it
+// has its own run, and would run twice.
+func TestDebounceRunsEachBurstOnceAfterAPause(t *testing.T) {
+	env := newEnv(t)
+	rec := &recorder{}
+	env.start(debouncedManifest(t, "1s"), rec)
+	ctx := context.Background()
+	if _, err := jetfnpause.Pause(ctx, env.js, "fn", jetfnpause.Indefinitely(time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	publishBurst(t, env, "a", 1)
+	waitDueRuns(t, env, 1)
+	publishBurst(t, env, "a", 1, 2)
+	waitDueRuns(t, env, 2)
+	if _, err := jetfnpause.Resume(ctx, env.js, "fn"); err != nil {
+		t.Fatal(err)
+	}
+	assertRunsStay(t, env, rec, 2)
+}
+
+// waitDueRuns waits until fn's debounce stream holds n due runs.
+func waitDueRuns(t *testing.T, env *testEnv, n uint64) {
+	t.Helper()
+	runtimetest.Eventually(t, 20*time.Second, fmt.Sprintf("%d due runs", n), func() bool {
+		ds, err := env.js.Stream(context.Background(), manifest.DebounceStreamPrefix+"fn")
+		if err != nil {
+			return false
+		}
+		info, err := ds.Info(context.Background(), jetstream.WithSubjectFilter("jetfn.debounce.fn.run.>"))
+		if err != nil {
+			return false
+		}
+		var due uint64
+		for _, c := range info.State.Subjects {
+			due += c
+		}
+		return due == n
+	})
+}
+
+// TestDebounceRunsOfAKeyInOrder: a key's run fails and waits for its
+// retry while the key's next burst comes due; the next burst's run waits
+// for the first to succeed, as a key's runs are handled one at a time, in
+// the order they came due, across every instance.
+func TestDebounceRunsOfAKeyInOrder(t *testing.T) {
+	env := newEnv(t)
+	var mu sync.Mutex
+	var succeeded []string
+	failed := false
+	h := jetfn.HandlerFunc(func(_ context.Context, msg jetfn.Msg) error {
+		mu.Lock()
+		defer mu.Unlock()
+		id := msg.Header.Get(jetstream.MsgIDHeader)
+		if id == "a-0" && !failed {
+			failed = true
+			return errors.New("not yet")
+		}
+		succeeded = append(succeeded, id)
+		return nil
+	})
+	env.start(subjectManifest(t, "test.*", "    key: {token: 2}\n    debounce: 1s\n    ackWait: 10s\n    backoff: [3s]\n    concurrency: 4\n"), h)
+	locked := func(f func() bool) func() bool {
+		return func() bool { mu.Lock(); defer mu.Unlock(); return f() }
+	}
+	publishBurst(t, env, "a", 1)
+	runtimetest.Eventually(t, 20*time.Second, "the first run failed", locked(func() bool { return failed }))
+	publishBurst(t, env, "a", 1, 2)
+	runtimetest.Eventually(t, 20*time.Second, "both runs succeeded", locked(func() bool { return len(succeeded) == 2 }))
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(succeeded, []string{"a-0", "a-0-2"}) {
+		t.Errorf("runs succeeded in the order %v, want a-0 then a-0-2", succeeded)
+	}
+}
+
+// TestDebounceDeadLettersWhatCannotBeStored: a message whose receipt the
+// server can never store (the input at the connection's max payload,
+// which the receipt's headers push over) is dead-lettered with the
+// reason, and the next message, of another key, still runs.
+func TestDebounceDeadLettersWhatCannotBeStored(t *testing.T) {
+	env := newEnv(t)
+	rec := &recorder{}
+	env.start(debouncedManifest(t, "1s"), rec)
+	big := nats.NewMsg("test.big")
+	big.Data = bytes.Repeat([]byte("x"), int(env.nc.MaxPayload())-64)
+	if _, err := env.js.PublishMsg(context.Background(), big); err != nil {
+		t.Fatal(err)
+	}
+	publishBurst(t, env, "b", 1)
+	runtimetest.Eventually(t, 20*time.Second, "the next key's run", func() bool { return rec.count() == 1 })
+	letter := env.deadLetters(1)[0]
+	if reason := letter.Header.Get("Jetfn-Error"); !strings.Contains(reason, "payload") {
+		t.Errorf("dead letter's reason %q does not say the payload is too large", reason)
+	}
 }
 
 // manifestFunction is m's one function.

@@ -44,15 +44,23 @@ const (
 // attempt's commit still being applied, a batch whose first message did
 // not reach the leader (a leadership change), and the stream's limit of
 // batches in flight (a lost commit holds its place until the batch times
-// out).
+// out). And those no batch of the same messages ever gets past: a message,
+// its headers or the batch larger than the stream takes.
 const (
 	errCodeBatchDuplicate       = 10201
 	errCodeBatchIncomplete      = 10176
 	errCodeBatchTooManyInFlight = 10210
+	errCodeMsgTooLarge          = 10054
+	errCodeHeaderTooLarge       = 10097
+	errCodeBatchTooLarge        = 10199
 )
 
 // errBatchRetry is a batch refusal another batch may not meet.
 var errBatchRetry = errors.New("the stream asks for the batch again")
+
+// errTooLargeToStore is a batch refusal every batch of the same messages
+// meets.
+var errTooLargeToStore = errors.New("too large for the stream")
 
 // PublishAt schedules one delayed output: see the file comment.
 func (p outputPublisher) PublishAt(ctx context.Context, subject string, data []byte, key string, at time.Time) error {
@@ -179,6 +187,8 @@ func requestBatchMsg(ctx context.Context, nc *nats.Conn, m *nats.Msg) (*jetstrea
 		return &jetstream.PubAck{Stream: ack.Stream, Duplicate: true}, nil
 	case int(errCodeMsgIDInProcess), errCodeBatchIncomplete, errCodeBatchTooManyInFlight:
 		return nil, fmt.Errorf("%w: %s", errBatchRetry, ack.Error.Description)
+	case errCodeMsgTooLarge, errCodeHeaderTooLarge, errCodeBatchTooLarge:
+		return nil, fmt.Errorf("%w (%w): publishing to %s: %s", ErrServerRefused, errTooLargeToStore, m.Subject, ack.Error.Description)
 	}
 	return nil, fmt.Errorf("%w: publishing a delayed output to %s: %s", ErrServerRefused, m.Subject, ack.Error.Description)
 }

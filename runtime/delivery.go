@@ -686,6 +686,11 @@ func (b *binding) call(d *delivery, msg jetfn.Msg) (err error) {
 			err = fmt.Errorf("handler panicked: %v", r)
 		}
 	}()
+	if b.beforeRun != nil {
+		if err := b.beforeRun(&d.run, d.msg, msg); err != nil {
+			return err
+		}
+	}
 	return b.handler.Handle(&d.run, msg)
 }
 

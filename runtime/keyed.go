@@ -334,6 +334,11 @@ func originOf(h nats.Header) (sourced, nats.Header, error) {
 	delete(view, jetstream.MsgIDHeader)
 	delete(view, schedulerHeader) // a debounced run's, which the server fired (debounce.go)
 	delete(view, scheduleNextHeader)
+	for k := range view {
+		if strings.HasPrefix(k, "Nats-Batch-") { // a debounced run's schedule was stored in a batch
+			delete(view, k)
+		}
+	}
 	for saved, header := range map[string]string{originalMsgIDHeader: jetstream.MsgIDHeader, originalSourceHeader: streamSourceHeader} {
 		if orig := h.Get(saved); orig != "" {
 			view.Set(header, orig)

@@ -26,6 +26,11 @@ const (
 	// HeaderScope is the name the dead letter's ID is scoped by: the
 	// function's, or the one it was first created under (scope.go).
 	HeaderScope = "Jetfn-Scope"
+	// HeaderPayloadOmitted, on a dead letter stored without the original's
+	// payload, is the payload's size in bytes: with the dead letter's
+	// headers it was larger than the server or the dead-letter stream
+	// takes. The original stream and sequence say where it is.
+	HeaderPayloadOmitted = "Jetfn-Payload-Omitted"
 	// HeaderOriginalPrefix prefixes every Nats-* header of the original but
 	// its Nats-Msg-Id: the server acts on those (Nats-TTL, Nats-Rollup,
 	// Nats-Incr, Nats-Expected-*, Nats-Schedule, …), and the dead-letter

@@ -279,3 +279,33 @@ func TestReplaySelection(t *testing.T) {
 		t.Fatalf("ReplayAll = %d failed, %v, replayed %v, progress %v; want only 1, one progress line", failed, err, replayed, progress)
 	}
 }
+
+// TestDeadLetterTooLargeKeepsItsPlace: a poison message whose payload,
+// with the dead letter's headers, is larger than the server takes is
+// dead-lettered without its payload, saying so and where the original is
+// (kept for redelivery instead, it would fail to be dead-lettered on every
+// delivery, for ever); a replay refuses it rather than hand the function
+// an empty message.
+func TestDeadLetterTooLargeKeepsItsPlace(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	nc := e.js.Conn()
+	payload := `{"name":"poison","pad":"` + strings.Repeat("x", int(nc.MaxPayload())-200) + `"}`
+	e.publish(payload, nil)
+	e.waitDeadLettered(3)
+	letters, err := e.store.List(ctx, "greeter")
+	if err != nil || len(letters) != 3 {
+		t.Fatalf("dead letters %+v, %v; want 3", letters, err)
+	}
+	l := letters[2]
+	if l.PayloadOmitted != len(payload) || len(l.Data) != 0 || l.OriginalSeq != 4 || l.OriginalStream != "TEST" {
+		t.Errorf("dead letter %+v, want no payload, its size %d, and the original TEST 4", l, len(payload))
+	}
+	var shown strings.Builder
+	if err := dlq.WriteLetter(&shown, l); err != nil || !strings.Contains(shown.String(), "left out") {
+		t.Errorf("dlq show says %q (%v), want the payload left out", shown.String(), err)
+	}
+	if _, err := e.store.Replay(ctx, l.Seq, dlq.ReplayOptions{}); !errors.Is(err, dlq.ErrPayloadOmitted) {
+		t.Errorf("replay = %v, want ErrPayloadOmitted", err)
+	}
+}

@@ -21,3 +21,8 @@ var ErrReplayConflict = errors.New("dead letter is being replayed by someone els
 // ErrStreamMoved is a dead letter whose original subject is no longer
 // stored by its original stream; replaying it would not reach the function.
 var ErrStreamMoved = errors.New("original subject moved to another stream")
+
+// ErrPayloadOmitted is a dead letter stored without its payload, too large
+// to store with the dead letter's headers: a replay would hand the function
+// an empty message. The original stream may still hold it.
+var ErrPayloadOmitted = errors.New("the dead letter holds no payload: it was too large to store")

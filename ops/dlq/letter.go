@@ -35,6 +35,9 @@ type Letter struct {
 	Error                  string      `json:"error"`
 	Header                 nats.Header `json:"header,omitempty"`
 	Data                   []byte      `json:"data"`
+	// PayloadOmitted is the size of a payload too large to store with the
+	// dead letter, which was stored without it; 0 when Data is the payload.
+	PayloadOmitted int `json:"payload_omitted,omitempty"`
 }
 
 func letterFrom(m *jetstream.RawStreamMsg) Letter {
@@ -52,15 +55,20 @@ func letterFrom(m *jetstream.RawStreamMsg) Letter {
 	l.OriginalStreamIdentity = h.Get(wire.HeaderOriginalStreamIdentity)
 	l.NumDelivered, _ = strconv.ParseUint(h.Get(wire.HeaderNumDelivered), 10, 64)
 	l.Error = h.Get(wire.HeaderError)
+	l.PayloadOmitted, _ = strconv.Atoi(h.Get(wire.HeaderPayloadOmitted))
 	return l
 }
 
 // check reports a message that cannot be replayed: it lacks where it came
-// from.
+// from, or its payload.
 func (l Letter) check() error {
 	if l.OriginalSubject == "" || l.OriginalStream == "" || l.OriginalSeq == 0 {
 		return fmt.Errorf("message %d on %s: %w (no %s, %s or %s header)", l.Seq, l.Subject, ErrNotDeadLetter,
 			wire.HeaderOriginalSubject, wire.HeaderOriginalStream, wire.HeaderStreamSequence)
+	}
+	if l.PayloadOmitted > 0 {
+		return fmt.Errorf("message %d on %s: %w (%d bytes); the original is message %d of stream %s, if the stream still holds it",
+			l.Seq, l.Subject, ErrPayloadOmitted, l.PayloadOmitted, l.OriginalSeq, l.OriginalStream)
 	}
 	return nil
 }

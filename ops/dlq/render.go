@@ -50,6 +50,11 @@ func WriteLetter(w io.Writer, l Letter) error {
 	for _, k := range keys {
 		fmt.Fprintf(w, "  %s: %s\n", k, strings.Join(l.Header[k], ", "))
 	}
+	if l.PayloadOmitted > 0 {
+		_, err := fmt.Fprintf(w, "payload: left out, %d bytes too large to store with the dead letter; the original is message %d of stream %s\n",
+			l.PayloadOmitted, l.OriginalSeq, l.OriginalStream)
+		return err
+	}
 	if !utf8.Valid(l.Data) {
 		_, err := fmt.Fprintf(w, "payload: %d bytes, not UTF-8 (use --json)\n", len(l.Data))
 		return err
