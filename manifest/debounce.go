@@ -141,7 +141,7 @@ func debounceSubjects(f FunctionSpec, provision bool) []string {
 		"$JS.API.CONSUMER.INFO." + in + "." + d,
 		"jetfn.debounce." + f.Name + ".>", "$JS.API.STREAM.INFO." + ds, "$JS.API.STREAM.MSG.GET." + ds,
 		"$JS.API.DIRECT.GET." + ds + ".>",
-		"$JS.API.STREAM.CONSUMER.NAMES." + ds}
+		"$JS.API.CONSUMER.NAMES." + ds}
 	for i := range f.Partitions {
 		p := f.PartitionDurable(i)
 		subjects = append(subjects, "$JS.API.CONSUMER.MSG.NEXT."+ds+"."+p, "$JS.ACK."+ds+"."+p+".>", "$JS.API.CONSUMER.INFO."+ds+"."+p)

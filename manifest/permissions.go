@@ -177,6 +177,9 @@ func (m *Manifest) Permissions(o PermissionOptions) Permissions {
 		}
 		if o.Provision {
 			pub.add("$JS.API.CONSUMER.CREATE."+s+"."+d, "$JS.API.CONSUMER.CREATE."+s+"."+d+".>")
+			// Turning debounce on or off is refused while the other mode's
+			// consumer exists, which a deploy looks up.
+			pub.add("$JS.API.CONSUMER.INFO."+s+"."+d, "$JS.API.CONSUMER.INFO."+s+"."+f.DebouncerDurable())
 			pub.add(backfillSubjects(f)...)
 			if f.IsKeyed() && f.IsRouted() {
 				// A widened filter gives the router's consumer a backfill,

@@ -245,6 +245,7 @@ func (r *Runtime) retire(ctx context.Context, old, m *manifest.Manifest, plan ma
 	r.mu.Unlock()
 	r.probeRemotesNow() // the started bindings are active now: the probe finds them
 	stopConcurrently(out)
+	r.pruneDebouncePartitions(ctx, m)
 	if r.opts.prune {
 		for _, name := range plan.Removed {
 			r.pruneConsumer(ctx, old, m, name)

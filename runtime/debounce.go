@@ -59,13 +59,103 @@ type debouncer struct {
 }
 
 // ensureDebounceStreams creates or updates the debounce stream of every
-// debounced function.
+// debounced function, after refusing the changes that would lose or
+// double messages (refuseDebounceChange).
 func ensureDebounceStreams(ctx context.Context, js jetstream.JetStream, m *manifest.Manifest) error {
 	for _, f := range m.Functions {
+		if err := refuseDebounceChange(ctx, js, f); err != nil {
+			return err
+		}
+		if !f.IsDebounced() {
+			continue
+		}
+		if err := ensureStream(ctx, js, m.DebounceStream(f)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pruneDebouncePartitions removes, for every debounced function of m, the
+// consumers of partitions beyond its own: a deploy with fewer partitions
+// left them, reading nothing, and their count would make every later
+// deploy look like a change of partitions. It runs when no binding of the
+// old partitions runs here: at start, and after a deploy retired them.
+func (r *Runtime) pruneDebouncePartitions(ctx context.Context, m *manifest.Manifest) {
+	if r.opts.noProvision {
+		return
+	}
+	for _, f := range m.Functions {
 		if f.IsDebounced() {
-			if err := ensureStream(ctx, js, m.DebounceStream(f)); err != nil {
-				return err
+			if err := pruneExtraPartitions(ctx, r.js, f); err != nil {
+				r.opts.log.Warn("removing the consumers of partitions no longer in use", "function", f.Name, "err", err)
 			}
+		}
+	}
+}
+
+// refuseDebounceChange refuses a deploy that would lose or double f's
+// messages: turning debounce on while the function's own consumer exists
+// on its input, or off while its debouncer's does (the new consumer would
+// start from the manifest's start, not where the other got to), and
+// changing a debounced function's partitions while a schedule or a run
+// waits (each names its key's partition, which a new count would not
+// read).
+func refuseDebounceChange(ctx context.Context, js jetstream.JetStream, f manifest.FunctionSpec) error {
+	other, mode := f.Durable, "on"
+	if !f.IsDebounced() {
+		other, mode = f.DebouncerDurable(), "off"
+	}
+	if _, err := js.Consumer(ctx, f.Stream, other); err == nil {
+		return fmt.Errorf("%w: turning debounce %s while consumer %s on %s exists would handle the input again from the manifest's start: "+
+			"stop the publishers, wait until nothing is pending (`jetfn status`), remove consumer %s (`nats consumer rm %s %s`), and deploy with start: new",
+			ErrServerRefused, mode, other, f.Stream, other, f.Stream, other)
+	}
+	if !f.IsDebounced() {
+		return nil
+	}
+	ds, err := js.Stream(ctx, f.DebounceStreamName())
+	if err != nil {
+		return nil // none yet, or ensureStream says what is wrong
+	}
+	have, err := partitionsOn(ctx, ds, f)
+	if err != nil || have == 0 || have == f.Partitions {
+		return err
+	}
+	for _, kind := range []string{manifest.DebounceWait, manifest.DebounceRun} {
+		_, err := ds.GetLastMsgForSubject(ctx, f.DebounceSubject(kind, ">"))
+		if err == nil {
+			return fmt.Errorf("%w: debounce stream %s holds schedules or runs waiting in %d partitions; changing the function's partitions now "+
+				"would leave them unread. Deploy the change once nothing waits (`jetfn status`)", ErrServerRefused, ds.CachedInfo().Config.Name, have)
+		}
+		if !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return fmt.Errorf("looking for waiting runs in debounce stream %s: %w", f.DebounceStreamName(), err)
+		}
+	}
+	return nil
+}
+
+// pruneExtraPartitions removes the consumers of partitions beyond f's on
+// its debounce stream.
+func pruneExtraPartitions(ctx context.Context, js jetstream.JetStream, f manifest.FunctionSpec) error {
+	ds, err := js.Stream(ctx, f.DebounceStreamName())
+	if err != nil {
+		return fmt.Errorf("looking up debounce stream %s: %w", f.DebounceStreamName(), err)
+	}
+	names := ds.ConsumerNames(ctx)
+	var extra []string
+	for name := range names.Name() {
+		rest, ok := strings.CutPrefix(name, f.Durable+"-p")
+		if i, err := strconv.Atoi(rest); ok && len(rest) == 3 && err == nil && i >= f.Partitions {
+			extra = append(extra, name)
+		}
+	}
+	if err := names.Err(); err != nil {
+		return fmt.Errorf("listing the consumers of debounce stream %s: %w", f.DebounceStreamName(), err)
+	}
+	for _, name := range extra {
+		if err := ds.DeleteConsumer(ctx, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return fmt.Errorf("removing consumer %s of a partition no longer in use: %w", name, err)
 		}
 	}
 	return nil

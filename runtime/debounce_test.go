@@ -314,3 +314,72 @@ func manifestFunction(t *testing.T, m *manifest.Manifest) manifest.FunctionSpec 
 	}
 	return f
 }
+
+// TestDebounceRepartitionRefusedWhileRunsWait: a schedule waiting names
+// its key's partition; a deploy that changes the partitions then is
+// refused, by check --server and by the runtime. Once nothing waits, it
+// is applied, and the partitions no longer in use are removed.
+func TestDebounceRepartitionRefusedWhileRunsWait(t *testing.T) {
+	env := newEnv(t)
+	rec := &recorder{}
+	r := env.start(debouncedManifest(t, "2s"), rec)
+	publishBurst(t, env, "a", 1)
+	more := subjectManifest(t, "test.*", "    key: {token: 2}\n    debounce: 2s\n    ackWait: 2s\n    partitions: 4\n")
+	refusals, err := ServerRefusals(context.Background(), env.js, more)
+	if err != nil || len(refusals) != 1 || !strings.Contains(refusals[0], "partitions") {
+		t.Fatalf("check --server said %q, %v; want the repartition refused", refusals, err)
+	}
+	if err := r.rt.Apply(context.Background(), more); !errors.Is(err, ErrServerRefused) {
+		t.Fatalf("Apply = %v, want ErrServerRefused", err)
+	}
+	assertRunsStay(t, env, rec, 1)
+	if err := r.rt.Apply(context.Background(), more); err != nil {
+		t.Fatalf("Apply once nothing waits = %v", err)
+	}
+	fewer := subjectManifest(t, "test.*", "    key: {token: 2}\n    debounce: 2s\n    ackWait: 2s\n    partitions: 2\n")
+	if err := r.rt.Apply(context.Background(), fewer); err != nil {
+		t.Fatalf("Apply of fewer partitions = %v", err)
+	}
+	ds, err := env.js.Stream(context.Background(), manifest.DebounceStreamPrefix+"fn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for name := range ds.ConsumerNames(context.Background()).Name() {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, []string{"fn-p000", "fn-p001"}) {
+		t.Errorf("debounce stream's consumers %v, want the two partitions' only", names)
+	}
+}
+
+// TestDebounceToggleRefusedWhileTheOtherConsumerExists: turning debounce
+// on while the function's own consumer exists would debounce its input
+// again from the manifest's start (every message run again), and turning
+// it off while the debouncer's consumer exists would do the same with the
+// function's new consumer: both are refused, naming the consumer to
+// remove.
+func TestDebounceToggleRefusedWhileTheOtherConsumerExists(t *testing.T) {
+	env := newEnv(t)
+	rec := &recorder{}
+	plain := subjectManifest(t, "test.*", "    ackWait: 2s\n")
+	r := env.start(plain, rec)
+	env.publish("test.a", `{}`)
+	runtimetest.Eventually(t, 20*time.Second, "the plain run", func() bool { return rec.count() == 1 })
+	debounced := debouncedManifest(t, "1s")
+	if err := r.rt.Apply(context.Background(), debounced); !errors.Is(err, ErrServerRefused) || !strings.Contains(err.Error(), "consumer fn on TEST") {
+		t.Fatalf("turning debounce on: Apply = %v, want ErrServerRefused naming consumer fn on TEST", err)
+	}
+	refusals, err := ServerRefusals(context.Background(), env.js, debounced)
+	if err != nil || len(refusals) != 1 || !strings.Contains(refusals[0], "consumer fn on TEST") {
+		t.Fatalf("check --server said %q, %v; want debounce turned on refused", refusals, err)
+	}
+
+	env2 := newEnv(t)
+	rec2 := &recorder{}
+	r2 := env2.start(debouncedManifest(t, "1s"), rec2)
+	if err := r2.rt.Apply(context.Background(), plain); !errors.Is(err, ErrServerRefused) || !strings.Contains(err.Error(), "consumer fn-debouncer on TEST") {
+		t.Fatalf("turning debounce off: Apply = %v, want ErrServerRefused naming consumer fn-debouncer on TEST", err)
+	}
+}

@@ -113,6 +113,8 @@ func TestPermissionOptions(t *testing.T) {
 			// A schedule an earlier revision kept, to end (runtime/schedule.go).
 			"test.in.jetfn-schedule", "$JS.API.STREAM.MSG.GET.TEST", "$JS.API.DIRECT.GET.TEST.test.in.jetfn-schedule",
 			"$JS.API.CONSUMER.CREATE.TEST.fn", "$JS.API.CONSUMER.CREATE.TEST.fn.>",
+			// A deploy turning debounce on or off looks for the other mode's consumer.
+			"$JS.API.CONSUMER.INFO.TEST.fn-debouncer",
 			"$JS.API.CONSUMER.RESET.TEST.fn",
 			"$JS.API.CONSUMER.CREATE.TEST.fn-backfill-a", "$JS.API.CONSUMER.CREATE.TEST.fn-backfill-a.>",
 			"$JS.API.CONSUMER.INFO.TEST.fn-backfill-a", "$JS.API.CONSUMER.DELETE.TEST.fn-backfill-a",

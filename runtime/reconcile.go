@@ -429,10 +429,11 @@ func ServerRefusals(ctx context.Context, js jetstream.JetStream, m *manifest.Man
 		}
 	}
 	for _, f := range m.Functions {
-		if !f.IsKeyed() {
-			continue
+		err := refuseDebounceChange(ctx, js, f)
+		if err == nil && f.IsKeyed() {
+			err = refuseRepartition(ctx, js, f, m.KeyedStream(f, time.Now()))
 		}
-		if err := refuseRepartition(ctx, js, f, m.KeyedStream(f, time.Now())); err != nil {
+		if err != nil {
 			out = append(out, fmt.Sprintf("function %s: %s", f.Name, strings.TrimPrefix(err.Error(), ErrServerRefused.Error()+": ")))
 		}
 	}

@@ -238,6 +238,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 	if err := r.provisionStreams(ctx, m); err != nil {
 		return err
 	}
+	r.pruneDebouncePartitions(ctx, m)
 	r.positions = openPositions(ctx, r.js, m, !r.opts.noProvision, r.opts.log)
 	r.attempts = openAttempts(ctx, r.js, m, !r.opts.noProvision, r.opts.log)
 	prepared, err := r.prepareAll(m, m.Functions)
