@@ -171,6 +171,11 @@ func (r *Runtime) connectDebounced(ctx context.Context, b *binding, input jetstr
 	if err != nil {
 		return fmt.Errorf("looking up debounce stream %s: %w", f.DebounceStreamName(), err)
 	}
+	if r.opts.noProvision {
+		if err := checkDebounceStream(ds.CachedInfo().Config); err != nil {
+			return err
+		}
+	}
 	guard := &debounceGuard{js: r.js, spec: f, stream: ds}
 	parts := make([]*binding, f.Partitions)
 	for i := range parts {
@@ -191,6 +196,30 @@ func (r *Runtime) connectDebounced(ctx context.Context, b *binding, input jetstr
 	return err
 }
 
+// checkDebounceStream refuses, without provisioning, a debounce stream
+// that lacks what debouncing stands on, naming what to turn on.
+func checkDebounceStream(cfg jetstream.StreamConfig) error {
+	var missing []string
+	for _, need := range []struct {
+		on   bool
+		what string
+	}{
+		{cfg.Retention == jetstream.WorkQueuePolicy, "work-queue retention"},
+		{cfg.AllowMsgSchedules, "message schedules"},
+		{cfg.AllowAtomicPublish, "atomic batches"},
+		{cfg.AllowMsgTTL, "per-message TTL"},
+	} {
+		if !need.on {
+			missing = append(missing, need.what)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: debounce stream %s lacks %s; an instance that provisions makes it as debouncing needs",
+			ErrServerRefused, cfg.Name, strings.Join(missing, ", "))
+	}
+	return nil
+}
+
 // newDebouncer binds the debouncer's consumer on the input stream: one
 // message pending at most, across every instance.
 func (r *Runtime) newDebouncer(ctx context.Context, b *binding, input jetstream.Stream, m *manifest.Manifest) (*debouncer, error) {
@@ -201,7 +230,7 @@ func (r *Runtime) newDebouncer(ctx context.Context, b *binding, input jetstream.
 	var err error
 	if r.opts.noProvision {
 		if c, err = input.Consumer(ctx, spec.Durable); err == nil {
-			err = checkUnlimitedDeliveries(c, spec)
+			err = errors.Join(checkUnlimitedDeliveries(c, spec), checkPendingBound(c, spec))
 		}
 	} else {
 		c, err = ensureConsumer(ctx, input, spec, m.Digest, b.log, r.positions)

@@ -383,3 +383,75 @@ func TestDebounceToggleRefusedWhileTheOtherConsumerExists(t *testing.T) {
 		t.Fatalf("turning debounce off: Apply = %v, want ErrServerRefused naming consumer fn-debouncer on TEST", err)
 	}
 }
+
+// TestDebounceWithoutProvisioningChecksWhatOrderNeeds: an instance that
+// provisions nothing refuses to start on a debouncer consumer or a run
+// partition consumer that hands out more than one message at a time (a
+// key's messages would be debounced, or its runs handled, out of order),
+// or a debounce stream without the settings debouncing needs, naming
+// the setting.
+func TestDebounceWithoutProvisioningChecksWhatOrderNeeds(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name, want string
+		change     func(*testing.T, jetstream.JetStream)
+	}{
+		{"debouncer consumer", "max_ack_pending 5", func(t *testing.T, js jetstream.JetStream) {
+			editConsumer(t, js, "TEST", "fn-debouncer", func(c *jetstream.ConsumerConfig) { c.MaxAckPending = 5 })
+		}},
+		{"run partition consumer", "max_ack_pending 5", func(t *testing.T, js jetstream.JetStream) {
+			editConsumer(t, js, manifest.DebounceStreamPrefix+"fn", "fn-p000", func(c *jetstream.ConsumerConfig) { c.MaxAckPending = 5 })
+		}},
+		{"debounce stream", "per-message TTL", func(t *testing.T, js jetstream.JetStream) {
+			s, err := js.Stream(ctx, manifest.DebounceStreamPrefix+"fn")
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := s.CachedInfo().Config
+			cfg.AllowMsgTTL = false
+			if _, err := js.UpdateStream(ctx, cfg); err == nil {
+				return
+			}
+			// The server keeps per-message TTLs once on: make the stream anew without.
+			if err := js.DeleteStream(ctx, cfg.Name); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := js.CreateStream(ctx, cfg); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			env := newEnv(t)
+			m := debouncedManifest(t, "1s")
+			first := env.start(m, &recorder{})
+			first.cancel()
+			<-first.done
+			c.change(t, env.js)
+			rt, err := New(env.nc, m, []jetfn.Function{{Name: "fn", New: func(jetfn.Deps) (jetfn.Handler, error) { return &recorder{}, nil }}},
+				WithLogger(env.logger()), WithoutProvisioning())
+			if err != nil {
+				t.Fatal(err)
+			}
+			runCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			if err := rt.Run(runCtx); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Run = %v, want a refusal naming %q", err, c.want)
+			}
+		})
+	}
+}
+
+// editConsumer changes a consumer's config on the server.
+func editConsumer(t *testing.T, js jetstream.JetStream, stream, name string, edit func(*jetstream.ConsumerConfig)) {
+	t.Helper()
+	c, err := js.Consumer(context.Background(), stream, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := c.CachedInfo().Config
+	edit(&cfg)
+	if _, err := js.UpdateConsumer(context.Background(), stream, cfg); err != nil {
+		t.Fatal(err)
+	}
+}

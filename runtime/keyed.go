@@ -232,7 +232,10 @@ func (r *Runtime) partitionConsumer(ctx context.Context, ks jetstream.Stream, sp
 	if err != nil {
 		return nil, fmt.Errorf("looking up consumer %s (provisioning is off): %w", spec.Durable, err)
 	}
-	return c, checkUnlimitedDeliveries(c, spec)
+	if err := checkUnlimitedDeliveries(c, spec); err != nil {
+		return nil, err
+	}
+	return c, checkPendingBound(c, spec)
 }
 
 // runParts runs every partition until ctx is done and each has drained.

@@ -529,3 +529,17 @@ func checkUnlimitedDeliveries(c jetstream.Consumer, spec manifest.FunctionSpec) 
 	}
 	return nil
 }
+
+// checkPendingBound refuses, without provisioning, a consumer whose
+// limit of messages pending is what keeps a key's messages in order (a
+// partition's, a debouncer's: spec's MaxAckPending) and is another on
+// the server: more pending at once would let them overtake each other.
+// Other consumers' limits are the operator's to tune.
+func checkPendingBound(c jetstream.Consumer, spec manifest.FunctionSpec) error {
+	if n := c.CachedInfo().Config.MaxAckPending; n != spec.MaxAckPending {
+		return fmt.Errorf("%w: consumer %s has max_ack_pending %d on the server; jetfn needs %d, or a key's messages "+
+			"can overtake each other: `nats consumer edit %s %s --max-pending=%d`",
+			ErrServerRefused, spec.Durable, n, spec.MaxAckPending, spec.Stream, spec.Durable, spec.MaxAckPending)
+	}
+	return nil
+}
