@@ -181,6 +181,12 @@ func (m *Manifest) Permissions(o PermissionOptions) Permissions {
 			// consumer exists, which a deploy looks up.
 			pub.add("$JS.API.CONSUMER.INFO."+s+"."+d, "$JS.API.CONSUMER.INFO."+s+"."+f.DebouncerDurable())
 			pub.add(backfillSubjects(f)...)
+			if f.IsDebounced() {
+				// A widened filter gives the debouncer's consumer a backfill.
+				debouncer := f
+				debouncer.Durable = f.DebouncerDurable()
+				pub.add(backfillSubjects(debouncer)...)
+			}
 			if f.IsKeyed() && f.IsRouted() {
 				// A widened filter gives the router's consumer a backfill,
 				// which a router taking over resets, as its own consumer.

@@ -53,6 +53,7 @@ const ttlHeader = "Nats-TTL"
 // schedules.
 type debouncer struct {
 	b    *binding // a binding of the debouncer's consumer: its reading and dead letters
+	bf   *binding // its backfill's, while a widened subject's stored messages are handed over
 	js   jetstream.JetStream
 	spec manifest.FunctionSpec
 	key  msgkey.Source
@@ -242,21 +243,38 @@ func (r *Runtime) newDebouncer(ctx context.Context, b *binding, input jetstream.
 	streamSpec, _ := m.Stream(f.Stream)
 	db.consumer = newConsumerHandle(r.js, spec, streamSpec, m.Digest, !r.opts.noProvision, db.log, c, input.CachedInfo().Created, r.positions)
 	db.consumer.scope = db.scope
-	return &debouncer{b: db, js: r.js, spec: f, key: msgkey.Source{Token: f.Key.Token, Header: f.Key.Header, Field: f.Key.Field}}, nil
+	bf, err := r.bindBackfill(ctx, db, input, m)
+	if err != nil {
+		return nil, err
+	}
+	return &debouncer{b: db, bf: bf, js: r.js, spec: f, key: msgkey.Source{Token: f.Key.Token, Header: f.Key.Header, Field: f.Key.Field}}, nil
 }
 
-// run debounces the input until ctx is done, one message at a time.
+// run debounces the input until ctx is done, one message at a time: what
+// a backfill hands over first, as it was stored before anything the
+// debouncer's consumer delivers (a key's messages stay in stream order).
 func (d *debouncer) run(ctx context.Context) {
 	go d.b.consumer.watch(ctx)
 	for ctx.Err() == nil {
-		msgs, err := pullOnce(ctx, d.js.Conn(), d.b, 1, time.Second)
+		from, wait := d.b, time.Second
+		if d.bf != nil {
+			from, wait = d.bf, 0
+		}
+		msgs, err := pullOnce(ctx, d.js.Conn(), from, 1, wait)
 		if err != nil && ctx.Err() == nil {
-			d.b.log.Warn("pulling the input to debounce", "err", err)
-			d.b.consumer.check()
+			from.log.Warn("pulling the input to debounce", "err", err)
+			from.consumer.check()
 			pause(ctx, time.Second)
 		}
+		if from == d.bf && len(msgs) == 0 && err == nil {
+			if d.bf.backfillDone(ctx) {
+				d.bf = nil
+			} else {
+				pause(ctx, backfillCheckEvery/10) // what it holds is not acknowledged yet
+			}
+		}
 		for _, m := range msgs {
-			d.debounce(ctx, m)
+			d.debounce(ctx, from, m)
 		}
 	}
 }
@@ -268,15 +286,21 @@ func (d *debouncer) run(ctx context.Context) {
 // debouncing for its ack wait, one message being pending at most. Only a
 // try that fails after the stop gives the message up, to come back after
 // its ack wait.
-func (d *debouncer) debounce(stop context.Context, m *nats.Msg) {
-	msg, err := d.b.toMsg(m)
+func (d *debouncer) debounce(stop context.Context, from *binding, m *nats.Msg) {
+	msg, err := from.toMsg(m)
 	if err != nil {
-		d.b.log.Error("reading a message to debounce; it comes back after its ack wait", "err", err)
+		from.log.Error("reading a message to debounce; it comes back after its ack wait", "err", err)
+		return
+	}
+	if from.backfill != nil && !from.backfill.hands(msg.Subject, msg.StreamSequence) {
+		if err := reply(d.js.Conn(), m, ackBody); err != nil {
+			from.log.Warn("acknowledging a message the backfill does not hand over", "err", err)
+		}
 		return
 	}
 	key, kerr := d.key.Of(msg.Subject, msg.Header, msg.Data)
 	if kerr != nil {
-		d.b.deadLetter(m, msg, jetfn.Malformed(kerr), attempt{n: 1})
+		from.deadLetter(m, msg, jetfn.Malformed(kerr), attempt{n: 1})
 		return
 	}
 	for {
@@ -285,18 +309,18 @@ func (d *debouncer) debounce(stop context.Context, m *nats.Msg) {
 			break // stored, or a duplicate: stored by an earlier delivery
 		}
 		if neverStored(err) {
-			d.b.deadLetter(m, msg, jetfn.Permanent(fmt.Errorf("the debounce stream cannot store this message: %w", err)), attempt{n: 1})
+			from.deadLetter(m, msg, jetfn.Permanent(fmt.Errorf("the debounce stream cannot store this message: %w", err)), attempt{n: 1})
 			return
 		}
 		if stop.Err() != nil {
 			return
 		}
-		d.b.log.Warn("storing a debounced message's schedule; trying again", "stream_seq", msg.StreamSequence, "err", err)
+		from.log.Warn("storing a debounced message's schedule; trying again", "stream_seq", msg.StreamSequence, "err", err)
 		_ = reply(d.js.Conn(), m, inProgressBody)
 		pause(stop, debounceRetryWait)
 	}
 	if err := reply(d.js.Conn(), m, ackBody); err != nil {
-		d.b.log.Warn("acknowledging a debounced message; it comes back, and its receipt makes it a duplicate", "err", err)
+		from.log.Warn("acknowledging a debounced message; it comes back, and its receipt makes it a duplicate", "err", err)
 	}
 }
 

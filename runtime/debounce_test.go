@@ -455,3 +455,25 @@ func editConsumer(t *testing.T, js jetstream.JetStream, stream, name string, edi
 		t.Fatal(err)
 	}
 }
+
+// TestDebounceWidenedSubjectHandsOverWhatWasStored: a deploy widens a
+// debounced function's subject; what the added subject stored before the
+// change is debounced and run (the debouncer binds the backfill its
+// consumer's filter change made), as for any function.
+func TestDebounceWidenedSubjectHandsOverWhatWasStored(t *testing.T) {
+	env := newEnv(t)
+	rec := &recorder{}
+	spec := "    key: {token: 3}\n    debounce: 1s\n    ackWait: 2s\n"
+	r := env.start(subjectManifest(t, "test.a.*", spec), rec)
+	env.publish("test.b.j", `{"before":true}`)
+	env.publish("test.a.k", `{}`)
+	runtimetest.Eventually(t, 20*time.Second, "test.a.k's run", func() bool { return rec.count() == 1 })
+	if err := r.rt.Apply(context.Background(), subjectManifest(t, "test.*.*", spec)); err != nil {
+		t.Fatal(err)
+	}
+	runtimetest.Eventually(t, 20*time.Second, "test.b.j's run, stored before the change", func() bool { return rec.count() == 2 })
+	if got := rec.all()[1].msg.Subject; got != "test.b.j" {
+		t.Errorf("second run on %s, want test.b.j", got)
+	}
+	assertRunsStay(t, env, rec, 2)
+}

@@ -427,13 +427,18 @@ func TestDebouncedPermissionsSufficient(t *testing.T) {
 	}
 }
 
-// TestRoutedBackfillPermissionsSufficient: a routed function's filter is
-// narrowed and rolled back by a user with the --provision permissions of
-// the wide manifest: the router's backfill consumer is made, read and
-// removed with no violation, and the message the narrow revision passed
-// over is handled.
-func TestRoutedBackfillPermissionsSufficient(t *testing.T) {
-	spec := "    key: {field: id}\n    ordered: true\n    outputs:\n      - subject: test.out\n        stream: TEST\n"
+// TestBackfillPermissionsSufficient: a routed or debounced function's
+// filter is narrowed and rolled back by a user with the --provision
+// permissions of the wide manifest: the backfill consumer of the router's
+// or the debouncer's consumer is made, read and removed with no
+// violation, and the message the narrow revision passed over is handled.
+func TestBackfillPermissionsSufficient(t *testing.T) {
+	outputs := "    outputs:\n      - subject: test.out\n        stream: TEST\n"
+	t.Run("routed", func(t *testing.T) { testBackfillPermissions(t, "    key: {field: id}\n    ordered: true\n"+outputs) })
+	t.Run("debounced", func(t *testing.T) { testBackfillPermissions(t, "    key: {field: id}\n    debounce: 1s\n"+outputs) })
+}
+
+func testBackfillPermissions(t *testing.T, spec string) {
 	wide := subjectManifest(t, "test.in.*", spec)
 	narrow := subjectManifest(t, "test.in.a", spec)
 	for _, m := range []*manifest.Manifest{wide, narrow} {
