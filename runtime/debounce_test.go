@@ -477,3 +477,28 @@ func TestDebounceWidenedSubjectHandsOverWhatWasStored(t *testing.T) {
 	}
 	assertRunsStay(t, env, rec, 2)
 }
+
+// TestDebouncePlanStartNamesTheDebouncer: check --server's start plan of a
+// debounced function is its debouncer consumer's, the one that reads the
+// input: missing, with the stored messages it would debounce; then, once
+// running, where it is.
+func TestDebouncePlanStartNamesTheDebouncer(t *testing.T) {
+	env := newEnv(t)
+	m := debouncedManifest(t, "1s")
+	provision(t, env.js, subjectManifest(t, "test.*", "    ackWait: 2s\n"))
+	if err := env.js.DeleteConsumer(context.Background(), "TEST", "fn"); err != nil {
+		t.Fatal(err)
+	}
+	publishBurst(t, env, "a", 3)
+	plans, err := PlanStarts(context.Background(), env.js, m)
+	if err != nil || len(plans) != 1 || plans[0].Consumer != "fn-debouncer" || plans[0].Exists || plans[0].Pending != 3 {
+		t.Fatalf("PlanStarts = %+v, %v; want fn-debouncer missing with 3 messages to handle", plans, err)
+	}
+	rec := &recorder{}
+	env.start(m, rec)
+	assertRunsStay(t, env, rec, 1)
+	plans, err = PlanStarts(context.Background(), env.js, m)
+	if err != nil || len(plans) != 1 || plans[0].Consumer != "fn-debouncer" || !plans[0].Exists || plans[0].Delivered != 3 {
+		t.Fatalf("PlanStarts = %+v, %v; want fn-debouncer delivered up to 3", plans, err)
+	}
+}

@@ -55,6 +55,9 @@ func PlanStarts(ctx context.Context, js jetstream.JetStream, m *manifest.Manifes
 		if f.IsKeyed() {
 			plan = planKeyed
 		}
+		if f.IsDebounced() {
+			f.Durable = f.DebouncerDurable() // its consumer reads the input, from where the function starts
+		}
 		p, err := plan(ctx, js, f, positions)
 		if err != nil {
 			return nil, fmt.Errorf("function %s: %w", f.Name, err)

@@ -46,6 +46,13 @@ func (p Plan) Skipped() uint64 { return p.Ahead - min(p.Ahead, p.From) }
 // was handled, so there is nothing to go back to.
 var ErrKeyed = errors.New("a keyed function cannot be rewound: its keyed stream deletes each message once it is handled")
 
+// ErrDebounced is a rewind of a debounced function: each input's receipt,
+// kept for the debounce window, makes an input read again a duplicate, so
+// a rewind would run the inputs older than the window again and not the
+// newer ones.
+var ErrDebounced = errors.New("a debounced function cannot be rewound: its inputs' receipts make those of the last debounce window duplicates, " +
+	"so only the older ones would run again")
+
 // ErrBeforeStart is a rewind to before where the consumer was configured
 // to start (the manifest's start:, or the position a recreated consumer
 // resumed from): the server's reset refuses it, and a consumer that
@@ -64,6 +71,9 @@ func MakePlan(ctx context.Context, js jetstream.JetStream, m *manifest.Manifest,
 	p := Plan{Function: f.Name, Stream: f.Stream, Consumer: f.Durable}
 	if f.IsKeyed() {
 		return p, ErrKeyed
+	}
+	if f.IsDebounced() {
+		return p, ErrDebounced
 	}
 	s, err := js.Stream(ctx, f.Stream)
 	if err != nil {

@@ -95,6 +95,16 @@ func TestRewindKeyedRefused(t *testing.T) {
 	}
 }
 
+// TestRewindDebouncedRefused: a debounced function's inputs are
+// remembered by their receipts, so a rewind would run some again and not
+// others.
+func TestRewindDebouncedRefused(t *testing.T) {
+	f := manifest.FunctionSpec{Name: "fn", Debounce: time.Second, Key: &manifest.KeySpec{Token: 2}}
+	if _, err := rewind.MakePlan(context.Background(), nil, nil, f, rewind.Target{Seq: 1}, time.Now()); !errors.Is(err, rewind.ErrDebounced) {
+		t.Fatalf("err = %v, want ErrDebounced", err)
+	}
+}
+
 // TestPlanArithmetic: a rewind back counts what is handled again, one
 // forward what is skipped.
 func TestPlanArithmetic(t *testing.T) {
