@@ -21,8 +21,9 @@ import (
 //     Each new schedule of a key replaces the one before it (the server
 //     rolls the subject up), which is the debounce;
 //   - when a schedule comes due, the server stores its message on the key's
-//     run subject, and the function's own consumer on the debounce stream
-//     runs the handler with it, as it would the input message.
+//     run subject, in the key's partition, and that partition's consumer on
+//     the debounce stream (one run pending at a time, so a key's runs keep
+//     their order) runs the handler with it, as it would the input message.
 //
 // design/debounce.md says why, and what the handler side does about the
 // server purging a schedule stored in the moment its predecessor fires.
