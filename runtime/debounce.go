@@ -3,10 +3,9 @@ package runtime
 // A debounced function (manifest/debounce.go) is bound like a keyed one:
 // the function's binding holds no consumer of its own; its parts, one per
 // partition of the debounce stream's due runs, run the handler on them,
-// one run at a time each, and its debouncer turns
-// each input message into a receipt and a schedule of its key, one message
-// at a time across every instance (the debouncer's consumer has one
-// message pending at most).
+// one run at a time each, and its debouncer turns each input message into
+// a receipt and a schedule of its key, one message at a time across every
+// instance (the debouncer's consumer has one message pending at most).
 //
 // The receipt and the schedule go in one atomic batch. The receipt's
 // message ID is the input message's identity, so a redelivered input (its
