@@ -107,7 +107,11 @@ func refuseDebounceChange(ctx context.Context, js jetstream.JetStream, f manifes
 	if !f.IsDebounced() {
 		other, mode = f.DebouncerDurable(), "off"
 	}
-	if _, err := js.Consumer(ctx, f.Stream, other); err == nil {
+	_, err := js.Consumer(ctx, f.Stream, other)
+	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("looking up consumer %s on %s: %w", other, f.Stream, err)
+	}
+	if err == nil {
 		return fmt.Errorf("%w: turning debounce %s while consumer %s on %s exists would handle the input again from the manifest's start: "+
 			"stop the publishers, wait until nothing is pending (`jetfn status`), remove consumer %s (`nats consumer rm %s %s`), and deploy with start: new",
 			ErrServerRefused, mode, other, f.Stream, other, f.Stream, other)
