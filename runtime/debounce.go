@@ -150,8 +150,7 @@ func pruneExtraPartitions(ctx context.Context, js jetstream.JetStream, f manifes
 	names := ds.ConsumerNames(ctx)
 	var extra []string
 	for name := range names.Name() {
-		rest, ok := strings.CutPrefix(name, f.Durable+"-p")
-		if i, err := strconv.Atoi(rest); ok && len(rest) == 3 && err == nil && i >= f.Partitions {
+		if i, ok := partitionIndex(name, f); ok && i >= f.Partitions {
 			extra = append(extra, name)
 		}
 	}

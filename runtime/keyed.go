@@ -81,16 +81,22 @@ func partitionsOn(ctx context.Context, s jetstream.Stream, f manifest.FunctionSp
 	n := 0
 	names := s.ConsumerNames(ctx)
 	for name := range names.Name() {
-		if rest, ok := strings.CutPrefix(name, f.Durable+"-p"); ok && len(rest) == 3 {
-			if _, err := strconv.Atoi(rest); err == nil {
-				n++
-			}
+		if _, ok := partitionIndex(name, f); ok {
+			n++
 		}
 	}
 	if err := names.Err(); err != nil {
 		return 0, fmt.Errorf("listing the consumers of keyed stream %s: %w", s.CachedInfo().Config.Name, err)
 	}
 	return n, nil
+}
+
+// partitionIndex is the partition whose consumer is named name
+// (f.PartitionDurable), if it is one of f's.
+func partitionIndex(name string, f manifest.FunctionSpec) (int, bool) {
+	rest, ok := strings.CutPrefix(name, f.Durable+"-p")
+	i, err := strconv.Atoi(rest)
+	return i, ok && len(rest) == 3 && err == nil
 }
 
 // pruneKeyed removes a removed keyed function's keyed stream (its
