@@ -91,18 +91,8 @@ func assertRunsStay(t *testing.T, env *testEnv, rec *recorder, want int) {
 	t.Helper()
 	ctx := context.Background()
 	runtimetest.Eventually(t, 20*time.Second, "nothing left to debounce or run", func() bool {
-		ds, err := env.js.Stream(ctx, manifest.DebounceStreamPrefix+"fn")
-		if err != nil {
+		if waiting, ok := schedulesOrRunsStored(env); !ok || waiting {
 			return false
-		}
-		info, err := ds.Info(ctx, jetstream.WithSubjectFilter("jetfn.debounce.fn.>"))
-		if err != nil {
-			return false
-		}
-		for subject := range info.State.Subjects {
-			if !isReceipt(subject) {
-				return false
-			}
 		}
 		c, err := env.js.Consumer(ctx, "TEST", "fn-debouncer")
 		if err != nil {
@@ -114,6 +104,37 @@ func assertRunsStay(t *testing.T, env *testEnv, rec *recorder, want int) {
 	if got := rec.count(); got != want {
 		t.Errorf("%d runs, want %d", got, want)
 	}
+}
+
+// awaitWaitingSchedule waits until the debouncer has turned an input into
+// a stored schedule or run, so a check that depends on one does not race
+// the debouncer.
+func awaitWaitingSchedule(t *testing.T, env *testEnv) {
+	t.Helper()
+	runtimetest.Eventually(t, 20*time.Second, "a schedule or run stored", func() bool {
+		waiting, ok := schedulesOrRunsStored(env)
+		return ok && waiting
+	})
+}
+
+// schedulesOrRunsStored says whether fn's debounce stream holds anything
+// but receipts; ok is false when the stream could not be read.
+func schedulesOrRunsStored(env *testEnv) (waiting, ok bool) {
+	ctx := context.Background()
+	ds, err := env.js.Stream(ctx, manifest.DebounceStreamPrefix+"fn")
+	if err != nil {
+		return false, false
+	}
+	info, err := ds.Info(ctx, jetstream.WithSubjectFilter("jetfn.debounce.fn.>"))
+	if err != nil {
+		return false, false
+	}
+	for subject := range info.State.Subjects {
+		if !isReceipt(subject) {
+			return true, true
+		}
+	}
+	return false, true
 }
 
 func isReceipt(subject string) bool { return strings.HasPrefix(subject, "jetfn.debounce.fn.seen.") }
@@ -322,9 +343,10 @@ func manifestFunction(t *testing.T, m *manifest.Manifest) manifest.FunctionSpec 
 func TestDebounceRepartitionRefusedWhileRunsWait(t *testing.T) {
 	env := newEnv(t)
 	rec := &recorder{}
-	r := env.start(debouncedManifest(t, "2s"), rec)
+	r := env.start(debouncedManifest(t, "5s"), rec)
 	publishBurst(t, env, "a", 1)
-	more := subjectManifest(t, "test.*", "    key: {token: 2}\n    debounce: 2s\n    ackWait: 2s\n    partitions: 4\n")
+	awaitWaitingSchedule(t, env)
+	more := subjectManifest(t, "test.*", "    key: {token: 2}\n    debounce: 5s\n    ackWait: 2s\n    partitions: 4\n")
 	refusals, err := ServerRefusals(context.Background(), env.js, more)
 	if err != nil || len(refusals) != 1 || !strings.Contains(refusals[0], "partitions") {
 		t.Fatalf("check --server said %q, %v; want the repartition refused", refusals, err)
