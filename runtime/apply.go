@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/jetfn/jetfn/manifest"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // ErrRefusedManifest is returned by Apply for a manifest revision that the
@@ -276,6 +277,24 @@ func (r *Runtime) knownNames() []string {
 	return slices.Sorted(maps.Keys(r.functions))
 }
 
+// pruneHelperStream removes what a removed keyed or debounced function
+// kept beside its input: feeder, its consumer on the input (none when
+// empty), and the stream that consumer filled, whose own consumers go with
+// it. Left, the feeder would go on copying the input for no one.
+func (r *Runtime) pruneHelperStream(ctx context.Context, spec manifest.FunctionSpec, feeder, stream, kind string) {
+	log := r.opts.log.With("function", spec.Name)
+	if feeder != "" {
+		if err := r.js.DeleteConsumer(ctx, spec.Stream, feeder); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			log.Warn("pruning a removed function's consumer", "consumer", feeder, "err", err)
+		}
+	}
+	if err := r.js.DeleteStream(ctx, stream); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		log.Warn("pruning a removed function's "+kind+" stream", "err", err)
+		return
+	}
+	log.Info("pruned a removed function's "+kind+" stream and its consumers", "stream", stream)
+}
+
 // pruneConsumer deletes a removed function's durable consumer, and its
 // schedule unless a function of the new manifest m schedules the same
 // subject. A failure is logged, not fatal: the function is already unbound.
@@ -285,11 +304,15 @@ func (r *Runtime) pruneConsumer(ctx context.Context, old, m *manifest.Manifest, 
 		return
 	}
 	if spec.IsKeyed() {
-		r.pruneKeyed(ctx, spec)
+		feeder := "" // a token key's keyed stream sources the input itself
+		if spec.IsRouted() {
+			feeder = spec.RouterDurable()
+		}
+		r.pruneHelperStream(ctx, spec, feeder, spec.KeyedStreamName(), "keyed")
 		return
 	}
 	if spec.IsDebounced() {
-		r.pruneDebounced(ctx, spec)
+		r.pruneHelperStream(ctx, spec, spec.DebouncerDurable(), spec.DebounceStreamName(), "debounce")
 		return
 	}
 	if spec.Schedule != nil && !m.Schedules(spec.Stream, spec.Subject) {

@@ -468,17 +468,3 @@ func (d *debouncer) status(ctx context.Context, s *wire.Stats) {
 		s.NumPending += s.DebouncePending
 	}
 }
-
-// pruneDebounced removes a removed debounced function's debounce stream
-// (its runs' consumer with it) and its debouncer's consumer.
-func (r *Runtime) pruneDebounced(ctx context.Context, spec manifest.FunctionSpec) {
-	log := r.opts.log.With("function", spec.Name)
-	if err := r.js.DeleteConsumer(ctx, spec.Stream, spec.DebouncerDurable()); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		log.Warn("pruning a removed function's debouncer consumer", "err", err)
-	}
-	if err := r.js.DeleteStream(ctx, spec.DebounceStreamName()); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
-		log.Warn("pruning a removed function's debounce stream", "err", err)
-		return
-	}
-	log.Info("pruned a removed debounced function's debounce stream", "stream", spec.DebounceStreamName())
-}

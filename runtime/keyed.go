@@ -31,7 +31,7 @@ import (
 
 // ensureKeyedStreams creates or updates the keyed stream of every keyed
 // function, after the streams they copy from.
-func ensureKeyedStreams(ctx context.Context, js jetstream.JetStream, m *manifest.Manifest) error {
+func ensureKeyedStreams(ctx context.Context, js jetstream.JetStream, m *manifest.Manifest, log *slog.Logger) error {
 	for _, f := range m.Functions {
 		if !f.IsKeyed() {
 			continue
@@ -40,11 +40,158 @@ func ensureKeyedStreams(ctx context.Context, js jetstream.JetStream, m *manifest
 		if err := refuseRepartition(ctx, js, f, spec); err != nil {
 			return err
 		}
+		change, countErr := sourceSubjectChange(ctx, js, f, spec)
 		if err := ensureStream(ctx, js, spec); err != nil {
 			return err
 		}
+		if countErr != nil {
+			log.Warn("a subject added to a subject-token keyed function may pass over messages its input already stored; "+
+				"counting them failed", "function", f.Name, "err", countErr)
+		}
+		for _, subject := range slices.Sorted(maps.Keys(change.notCopied)) {
+			log.Warn("a subject added to a subject-token keyed function: the input's messages on it that the keyed stream's "+
+				"source had already passed are not handled", "function", f.Name, "subject", subject, "not_handled", change.notCopied[subject])
+		}
+		if err := change.record(ctx, js, spec.Name); err != nil {
+			log.Warn("recording where a keyed stream's source dropped a subject", "function", f.Name, "err", err)
+		}
 	}
 	return nil
+}
+
+// droppedAtKey starts the keyed stream's metadata keys that remember, for
+// a subject a deploy dropped from the stream's source, the last input
+// sequence the source had copied then: when the subject comes back, what
+// the input stored on it after that and before the source's position then
+// was never copied.
+const droppedAtKey = "jetfn.dropped-at."
+
+// subjectChange is how a deploy changes a subject-token keyed stream's
+// source subjects: the subjects it drops, each with the input sequence the
+// source has reached; the subjects it adds; and for each added subject,
+// how many of the input's messages on it the source has passed without
+// copying them.
+type subjectChange struct {
+	droppedAt map[string]uint64
+	added     []string
+	notCopied map[string]uint64
+}
+
+// sourceSubjectChange reads the change spec makes to f's keyed stream's
+// source. The server resumes a changed source after the last input
+// sequence it copied, so an added subject's messages below it that were
+// not copied before are never handled. Copied late they would run after
+// later messages of their keys, so jetfn does not hand them over; it says
+// so, in the log and in `check --server`.
+func sourceSubjectChange(ctx context.Context, js jetstream.JetStream, f manifest.FunctionSpec, spec manifest.StreamSpec) (subjectChange, error) {
+	var change subjectChange
+	if spec.Source == nil {
+		return change, nil
+	}
+	ks, err := js.Stream(ctx, spec.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return change, nil // a new keyed stream starts where the manifest's start says
+	}
+	if err != nil {
+		return change, fmt.Errorf("looking up keyed stream %s: %w", spec.Name, err)
+	}
+	info := ks.CachedInfo()
+	if len(info.Config.Sources) == 0 || len(info.Sources) == 0 {
+		return change, nil
+	}
+	reached := info.Sources[0].Seq
+	had, want := map[string]bool{}, map[string]bool{}
+	for _, t := range info.Config.Sources[0].SubjectTransforms {
+		had[t.Source] = true
+	}
+	for _, t := range spec.Source.Transforms {
+		want[t.Source] = true
+	}
+	change.droppedAt, change.notCopied = map[string]uint64{}, map[string]uint64{}
+	for subject := range had {
+		if !want[subject] {
+			change.droppedAt[subject] = reached
+		}
+	}
+	for subject := range want {
+		if !had[subject] {
+			change.added = append(change.added, subject)
+		}
+	}
+	if len(change.added) == 0 {
+		return change, nil
+	}
+	in, err := js.Stream(ctx, f.Stream)
+	if err != nil {
+		return change, fmt.Errorf("looking up input stream %s: %w", f.Stream, err)
+	}
+	for _, subject := range change.added {
+		from, _ := strconv.ParseUint(info.Config.Metadata[droppedAtKey+subject], 10, 64)
+		if reached <= from {
+			continue
+		}
+		n, err := storedBetween(ctx, in, subject, from+1, reached)
+		if err != nil {
+			return change, err
+		}
+		if n > 0 {
+			change.notCopied[subject] = n
+		}
+	}
+	return change, nil
+}
+
+// record keeps the change's dropped subjects in the keyed stream's
+// metadata, and forgets the ones it adds back.
+func (c subjectChange) record(ctx context.Context, js jetstream.JetStream, stream string) error {
+	if len(c.droppedAt) == 0 && len(c.added) == 0 {
+		return nil
+	}
+	ks, err := js.Stream(ctx, stream)
+	if err != nil {
+		return err
+	}
+	cfg := ks.CachedInfo().Config
+	cfg.Metadata = maps.Clone(cfg.Metadata)
+	if cfg.Metadata == nil {
+		cfg.Metadata = map[string]string{}
+	}
+	for subject, seq := range c.droppedAt {
+		cfg.Metadata[droppedAtKey+subject] = strconv.FormatUint(seq, 10)
+	}
+	for _, subject := range c.added {
+		delete(cfg.Metadata, droppedAtKey+subject)
+	}
+	_, err = js.UpdateStream(ctx, cfg)
+	return err
+}
+
+// storedBetween counts the messages of s on subject at sequences from to
+// last: those from "from" on less those after last, each count a
+// short-lived ephemeral consumer's pending count.
+func storedBetween(ctx context.Context, s jetstream.Stream, subject string, from, last uint64) (uint64, error) {
+	all, err := storedFrom(ctx, s, subject, from)
+	if err != nil {
+		return 0, err
+	}
+	after, err := storedFrom(ctx, s, subject, last+1)
+	return all - min(after, all), err
+}
+
+func storedFrom(ctx context.Context, s jetstream.Stream, subject string, from uint64) (uint64, error) {
+	c, err := s.CreateConsumer(ctx, jetstream.ConsumerConfig{
+		Description:       "jetfn: counting what a keyed stream's source passed over",
+		AckPolicy:         jetstream.AckNonePolicy,
+		FilterSubject:     subject,
+		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:       from,
+		InactiveThreshold: 10 * time.Second,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("counting the messages on %s: %w", subject, err)
+	}
+	defer func() { _ = s.DeleteConsumer(context.WithoutCancel(ctx), c.CachedInfo().Name) }()
+	return c.CachedInfo().NumPending, nil
 }
 
 // refuseRepartition refuses to change how a keyed stream maps keys to
@@ -97,23 +244,6 @@ func partitionIndex(name string, f manifest.FunctionSpec) (int, bool) {
 	rest, ok := strings.CutPrefix(name, f.Durable+"-p")
 	i, err := strconv.Atoi(rest)
 	return i, ok && len(rest) == 3 && err == nil
-}
-
-// pruneKeyed removes a removed keyed function's keyed stream (its
-// partition consumers with it) and its router's consumer: left, the
-// stream would go on copying the input for no one.
-func (r *Runtime) pruneKeyed(ctx context.Context, spec manifest.FunctionSpec) {
-	log := r.opts.log.With("function", spec.Name)
-	if spec.IsRouted() {
-		if err := r.js.DeleteConsumer(ctx, spec.Stream, spec.RouterDurable()); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-			log.Warn("pruning a removed function's router consumer", "err", err)
-		}
-	}
-	if err := r.js.DeleteStream(ctx, spec.KeyedStreamName()); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
-		log.Warn("pruning a removed function's keyed stream", "err", err)
-		return
-	}
-	log.Info("pruned a removed keyed function's keyed stream and partitions", "stream", spec.KeyedStreamName())
 }
 
 func sameTransforms(a, b *jetstream.StreamSource) bool {

@@ -333,6 +333,33 @@ func TestPruneRemovesKeyedStream(t *testing.T) {
 	env := newEnv(t)
 	keyed := keyedManifest(t, "    ordered: true\n    concurrency: 2\n")
 	keyed.Functions[0].Key = &manifest.KeySpec{Header: "Order-Id"}
+	removeFnWithPrune(t, env, keyed)
+	if _, err := env.js.Stream(context.Background(), "JETFN_KEYED_fn"); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatalf("keyed stream after the prune: %v, want it deleted", err)
+	}
+	if _, err := env.js.Consumer(context.Background(), "TEST", "fn-router"); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		t.Fatalf("router consumer after the prune: %v, want it deleted", err)
+	}
+}
+
+// TestPruneRemovesDebounceStream: a removed debounced function leaves
+// neither its debouncer's consumer, which would go on scheduling its input,
+// nor its debounce stream.
+func TestPruneRemovesDebounceStream(t *testing.T) {
+	env := newEnv(t)
+	removeFnWithPrune(t, env, debouncedManifest(t, "1s"))
+	if _, err := env.js.Stream(context.Background(), manifest.DebounceStreamPrefix+"fn"); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatalf("debounce stream after the prune: %v, want it deleted", err)
+	}
+	if _, err := env.js.Consumer(context.Background(), "TEST", "fn-debouncer"); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		t.Fatalf("debouncer consumer after the prune: %v, want it deleted", err)
+	}
+}
+
+// removeFnWithPrune runs m's fn with pruning on, then applies a manifest
+// without it (fn2 instead).
+func removeFnWithPrune(t *testing.T, env *testEnv, m *manifest.Manifest) {
+	t.Helper()
 	other, err := manifest.Parse([]byte(`
 streams:
   - {name: TEST, subjects: ["test.>"]}
@@ -346,7 +373,7 @@ functions:
 	h := jetfn.HandlerFunc(func(context.Context, jetfn.Msg) error { return nil })
 	fns := []jetfn.Function{{Name: "fn", New: func(jetfn.Deps) (jetfn.Handler, error) { return h, nil }},
 		{Name: "fn2", New: func(jetfn.Deps) (jetfn.Handler, error) { return h, nil }}}
-	rt, err := New(env.nc, keyed, fns, WithLogger(testLogger()), WithPrune())
+	rt, err := New(env.nc, m, fns, WithLogger(testLogger()), WithPrune())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,10 +381,77 @@ functions:
 	if err := rt.Apply(context.Background(), other); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := env.js.Stream(context.Background(), "JETFN_KEYED_fn"); !errors.Is(err, jetstream.ErrStreamNotFound) {
-		t.Fatalf("keyed stream after the prune: %v, want it deleted", err)
+}
+
+// TestKeyedReaddedSubjectSaysWhatItPassesOver: a subject-token keyed
+// function's keyed stream copies its input through the server's source,
+// which takes up a subject added back to it only after the last input
+// message it copied: what the input stored on that subject before that is
+// never handled. jetfn cannot hand it over in key order, so it says so:
+// `check --server` counts it and the runtime logs it when it applies the
+// manifest.
+func TestKeyedReaddedSubjectSaysWhatItPassesOver(t *testing.T) {
+	env := newEnv(t)
+	rec := &recorder{}
+	both := twoSubjectKeyed(t, `["test.a.*", "test.b.*"]`)
+	r := env.start(both, rec)
+	env.publish("test.a.k1", `{}`)
+	env.publish("test.b.k1", `{}`)
+	runtimetest.Eventually(t, 20*time.Second, "both first messages handled", func() bool { return rec.count() == 2 })
+	awaitKeyedStreamEmpty(t, env)
+	if err := r.rt.Apply(context.Background(), twoSubjectKeyed(t, `["test.a.*"]`)); err != nil {
+		t.Fatal(err)
 	}
-	if _, err := env.js.Consumer(context.Background(), "TEST", "fn-router"); !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		t.Fatalf("router consumer after the prune: %v, want it deleted", err)
+	env.publish("test.b.k2", `{}`) // stored while the function reads test.a.* only
+	env.publish("test.a.k5", `{}`) // copied: the source passes test.b.k2
+	runtimetest.Eventually(t, 20*time.Second, "test.a.k5 handled", func() bool { return rec.count() == 3 })
+
+	plans, err := PlanStarts(context.Background(), env.js, both)
+	if err != nil {
+		t.Fatal(err)
 	}
+	if got := plans[0].NotCopied; got["test.b.*"] != 1 || len(got) != 1 {
+		t.Fatalf("check --server's plan NotCopied = %v, want test.b.*: 1", got)
+	}
+	if err := r.rt.Apply(context.Background(), both); err != nil {
+		t.Fatal(err)
+	}
+	if logs := env.logs.String(); !strings.Contains(logs, "subject=test.b.*") || !strings.Contains(logs, "not_handled=1") {
+		t.Fatalf("the runtime did not log what the re-added subject passes over:\n%s", logs)
+	}
+	env.publish("test.b.k3", `{}`)
+	runtimetest.Eventually(t, 20*time.Second, "the message after the re-add handled", func() bool { return rec.count() == 4 })
+	rec.mu.Lock()
+	last := rec.deliveries[3].msg.Subject
+	rec.mu.Unlock()
+	if last != "test.b.k3" {
+		t.Fatalf("fourth run was %s, want test.b.k3: the passed-over message is not handled, as logged", last)
+	}
+}
+
+// twoSubjectKeyed is fn reading subjects (a YAML list), keyed by the third
+// token.
+func twoSubjectKeyed(t *testing.T, subjects string) *manifest.Manifest {
+	t.Helper()
+	m, err := manifest.Parse([]byte(`
+streams:
+  - {name: TEST, subjects: ["test.>"]}
+  - {name: DEADLETTER, subjects: ["deadletter.>"]}
+functions:
+  - {name: fn, version: 1.0.0, stream: TEST, subjects: ` + subjects + `, key: {token: 3}, ordered: true, ackWait: 2s}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// awaitKeyedStreamEmpty waits until fn's keyed stream holds nothing: every
+// copied message acknowledged, so its subjects may change.
+func awaitKeyedStreamEmpty(t *testing.T, env *testEnv) {
+	t.Helper()
+	runtimetest.Eventually(t, 20*time.Second, "the keyed stream empty", func() bool {
+		s, err := env.js.Stream(context.Background(), manifest.KeyedStreamPrefix+"fn")
+		return err == nil && s.CachedInfo().State.Msgs == 0
+	})
 }

@@ -447,7 +447,7 @@ func (r *Runtime) provisionStreams(ctx context.Context, m *manifest.Manifest) er
 			return err
 		}
 	}
-	if err := ensureKeyedStreams(ctx, r.js, m); err != nil {
+	if err := ensureKeyedStreams(ctx, r.js, m, r.opts.log); err != nil {
 		return err
 	}
 	return ensureDebounceStreams(ctx, r.js, m)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -23,6 +25,10 @@ func checkConsumers(ctx context.Context, m *manifest.Manifest, server string, cf
 		}
 		for _, p := range plans {
 			fmt.Fprintln(out, describeStart(p))
+			for _, subject := range slices.Sorted(maps.Keys(p.NotCopied)) {
+				fmt.Fprintf(out, "  subject %s is added: %d messages stored on it, which keyed stream %s's source has passed, "+
+					"will not be handled (the source copies the subject from where it stands)\n", subject, p.NotCopied[subject], p.KeyedStream)
+			}
 		}
 		// What deploy would refuse, check says first.
 		refusals, err := runtime.ServerRefusals(ctx, js, m)
