@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -64,19 +65,11 @@ func RunBacklog(ctx context.Context, sizes []int, progress func(string)) ([]Back
 }
 
 func runBacklogOnce(ctx context.Context, n int) (BacklogRow, error) {
-	ns, stop, err := freshServer("backlog")
+	ns, nc, stop, err := serverWithBacklog(ctx, "backlog", n)
 	if err != nil {
 		return BacklogRow{}, err
 	}
 	defer stop()
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		return BacklogRow{}, err
-	}
-	defer nc.Close()
-	if err := storeBacklog(ctx, nc, n); err != nil {
-		return BacklogRow{}, err
-	}
 	tenth := n / 10
 	done := make(chan time.Time, 11) // the first acknowledgement, then each tenth's last
 	var mu sync.Mutex
@@ -122,6 +115,30 @@ func runBacklogOnce(ctx context.Context, n int) (BacklogRow, error) {
 		}
 	}
 	return row, nil
+}
+
+// serverWithBacklog starts a fresh server (freshServer) holding n stored
+// messages (storeBacklog) and connects to it; stop closes the connection
+// and removes the server.
+func serverWithBacklog(ctx context.Context, curve string, n int) (*server.Server, *nats.Conn, func(), error) {
+	ns, stopServer, err := freshServer(curve)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		stopServer()
+		return nil, nil, nil, err
+	}
+	stop := func() {
+		nc.Close()
+		stopServer()
+	}
+	if err := storeBacklog(ctx, nc, n); err != nil {
+		stop()
+		return nil, nil, nil, err
+	}
+	return ns, nc, stop, nil
 }
 
 // storeBacklog stores n 128-byte messages on backlog.in.

@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -58,19 +57,11 @@ var cliRate = regexp.MustCompile(`([0-9,]+) msgs/sec`)
 // cliConsume runs `nats bench js consume` on a fresh server's stored
 // backlog of n messages and reads its rate.
 func cliConsume(ctx context.Context, n int, confirmed bool) (float64, error) {
-	ns, stop, err := freshServer("ceiling")
+	ns, nc, stop, err := serverWithBacklog(ctx, "ceiling", n)
 	if err != nil {
 		return 0, err
 	}
 	defer stop()
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		return 0, err
-	}
-	defer nc.Close()
-	if err := storeBacklog(ctx, nc, n); err != nil {
-		return 0, err
-	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return 0, err

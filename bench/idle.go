@@ -10,7 +10,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -118,19 +117,7 @@ func runIdleOnce(ctx context.Context, variant string, n int, idle time.Duration,
 // freshServer starts an embedded nats-server on a store of its own, which
 // stop removes with it: every size of every scale curve starts clean.
 func freshServer(curve string) (*server.Server, func(), error) {
-	dir, err := os.MkdirTemp("", "jetfn-bench-"+curve+"-")
-	if err != nil {
-		return nil, nil, err
-	}
-	ns, err := devstack.StartNATS(devstack.NATSOptions{Port: -1, StoreDir: dir})
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, nil, err
-	}
-	return ns, func() {
-		devstack.StopNATS(ns)
-		os.RemoveAll(dir)
-	}, nil
+	return devstack.StartScratchNATS("", "jetfn-bench-"+curve+"-")
 }
 
 // profilePath is the path prefix of a scale child's profiles in dir, or ""

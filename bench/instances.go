@@ -69,19 +69,11 @@ func RunInstances(ctx context.Context, counts []int, n int, progress func(string
 }
 
 func runInstancesOnce(ctx context.Context, k, n int) (InstancesRow, error) {
-	ns, stop, err := freshServer("instances")
+	ns, nc, stop, err := serverWithBacklog(ctx, "instances", n)
 	if err != nil {
 		return InstancesRow{}, err
 	}
 	defer stop()
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		return InstancesRow{}, err
-	}
-	defer nc.Close()
-	if err := storeBacklog(ctx, nc, n); err != nil {
-		return InstancesRow{}, err
-	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return InstancesRow{}, err

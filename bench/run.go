@@ -247,16 +247,11 @@ func (r *runner) runRep(ctx context.Context, c caseKey, variant string, side, re
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	dir, err := os.MkdirTemp(r.machine.StoreRoot, "jetfn-bench-nats-")
+	ns, stop, err := devstack.StartScratchNATS(r.machine.StoreRoot, "jetfn-bench-nats-")
 	if err != nil {
 		return sample{}, err
 	}
-	defer os.RemoveAll(dir)
-	ns, err := devstack.StartNATS(devstack.NATSOptions{Port: -1, StoreDir: dir})
-	if err != nil {
-		return sample{}, err
-	}
-	defer devstack.StopNATS(ns)
+	defer stop()
 	if c.workload == WorkloadSession {
 		if err := resetSummaries(ctx, r.db); err != nil {
 			return sample{}, err

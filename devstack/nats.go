@@ -3,6 +3,7 @@ package devstack
 import (
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -56,4 +57,24 @@ func StartNATS(o NATSOptions) (*server.Server, error) {
 func StopNATS(ns *server.Server) {
 	ns.Shutdown()
 	ns.WaitForShutdown()
+}
+
+// StartScratchNATS starts an embedded nats-server on a free port and a
+// fresh store of its own, made under parent (the system's temp dir when
+// empty), for a benchmark that must not inherit another run's streams.
+// stop shuts the server down and removes the store.
+func StartScratchNATS(parent, prefix string) (ns *server.Server, stop func(), err error) {
+	dir, err := os.MkdirTemp(parent, prefix)
+	if err != nil {
+		return nil, nil, err
+	}
+	ns, err = StartNATS(NATSOptions{Port: -1, StoreDir: dir})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	return ns, func() {
+		StopNATS(ns)
+		os.RemoveAll(dir)
+	}, nil
 }

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	goruntime "runtime"
 	"sync/atomic"
 	"syscall"
@@ -94,16 +93,11 @@ const (
 // drainOnce stores the backlog on a fresh server, then times variant v
 // from its start until it handled every message.
 func drainOnce(ctx context.Context, cfg Config, v string) (Sample, error) {
-	dir, err := os.MkdirTemp("", "jetfn-keyed-bench-")
+	ns, stop, err := devstack.StartScratchNATS("", "jetfn-keyed-bench-")
 	if err != nil {
 		return Sample{}, err
 	}
-	defer os.RemoveAll(dir)
-	ns, err := devstack.StartNATS(devstack.NATSOptions{Port: -1, StoreDir: dir})
-	if err != nil {
-		return Sample{}, err
-	}
-	defer devstack.StopNATS(ns)
+	defer stop()
 	nc, err := nats.Connect(ns.ClientURL())
 	if err != nil {
 		return Sample{}, err

@@ -188,31 +188,23 @@ func (h *Harness) deadLettered(ctx context.Context) (deadLetters, error) {
 
 func (h *Harness) readDeadLetters(ctx context.Context) (deadLetters, error) {
 	out := deadLetters{sessions: map[string]bool{}, events: map[string]bool{}}
-	s, err := h.js.Stream(ctx, deadLetterStream)
-	if err != nil {
-		return out, fmt.Errorf("reading dead letters: %w", err)
-	}
-	state := s.CachedInfo().State
-	for seq := state.FirstSeq; state.Msgs > 0 && seq <= state.LastSeq; seq++ {
-		m, err := s.GetMsg(ctx, seq)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue
-		}
-		if err != nil {
-			return out, fmt.Errorf("reading dead letter #%d: %w", seq, err)
-		}
+	err := testkit.EachStored(ctx, h.js, deadLetterStream, func(m *jetstream.RawStreamMsg) error {
 		out.total++
 		if m.Header.Get(wire.HeaderFunction) == recordingFunction {
 			if id := recordingEventID(m.Data); id != "" {
 				out.events[id] = true
 			}
-			continue
+			return nil
 		}
 		var evt events.SessionEnded
 		if err := json.Unmarshal(m.Data, &evt); err != nil {
-			return out, fmt.Errorf("decoding dead letter #%d: %w", seq, err)
+			return fmt.Errorf("decoding dead letter #%d: %w", m.Sequence, err)
 		}
 		out.sessions[events.SummaryKey(evt.ConversationID, evt.SessionID)] = true
+		return nil
+	})
+	if err != nil {
+		return out, fmt.Errorf("reading dead letters: %w", err)
 	}
 	return out, nil
 }

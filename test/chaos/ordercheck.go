@@ -186,49 +186,18 @@ func (h *Harness) perKey() string {
 	return "ordered: true"
 }
 
-// scanStream reads every message of stream on subject filter, in stream
-// order, with a short-lived ephemeral consumer. It makes one attempt; a
-// stalled fetch is ErrScanStalled, which Retry starts over.
+// scanStream reads every message of stream on filter, in stream order.
+// It makes one attempt; a stalled fetch is testkit.ErrScanStalled, which
+// Retry starts over.
 func scanStream(ctx context.Context, js jetstream.JetStream, stream, filter string) ([]storedMsg, error) {
-	s, err := js.Stream(ctx, stream)
-	if err != nil {
-		return nil, err
-	}
-	c, err := s.CreateConsumer(ctx, jetstream.ConsumerConfig{
-		AckPolicy:         jetstream.AckNonePolicy,
-		FilterSubject:     filter,
-		DeliverPolicy:     jetstream.DeliverAllPolicy,
-		InactiveThreshold: 10 * time.Second,
-	})
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = s.DeleteConsumer(context.WithoutCancel(ctx), c.CachedInfo().Name) }()
-	pending := int(c.CachedInfo().NumPending)
-	var out []storedMsg
-	for len(out) < pending {
-		batch, err := c.Fetch(pending-len(out), jetstream.FetchMaxWait(2*time.Second))
+	return testkit.Scan(ctx, js, stream, filter, 1, func(m jetstream.Msg) (storedMsg, error) {
+		meta, err := m.Metadata()
 		if err != nil {
-			return nil, err
+			return storedMsg{}, err
 		}
-		got := 0
-		for m := range batch.Messages() {
-			got++
-			meta, err := m.Metadata()
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, storedMsg{Seq: meta.Sequence.Stream, Subject: m.Subject(),
-				MsgID: m.Headers().Get(jetstream.MsgIDHeader), Stored: meta.Timestamp})
-		}
-		if err := batch.Error(); err != nil {
-			return nil, err
-		}
-		if got == 0 {
-			return nil, fmt.Errorf("scanning %s: %d of %d read: %w", stream, len(out), pending, testkit.ErrScanStalled)
-		}
-	}
-	return out, nil
+		return storedMsg{Seq: meta.Sequence.Stream, Subject: m.Subject(),
+			MsgID: m.Headers().Get(jetstream.MsgIDHeader), Stored: meta.Timestamp}, nil
+	})
 }
 
 // recordingEventID is the event ID of a dead-lettered recording event,

@@ -44,9 +44,8 @@ type Publisher struct {
 	Every  time.Duration
 	GiveUp time.Duration
 
-	mu    sync.Mutex
-	pubs  []*Publication
-	byKey map[string]*Publication
+	record[Publication]
+	byKey map[string]*Publication // guarded by record's lock
 	wg    sync.WaitGroup
 }
 
@@ -86,37 +85,62 @@ func (p *Publisher) publish(ctx context.Context, pub *Publication) {
 	id := events.SessionEndedKey(pub.Conversation, pub.Session)
 	first := time.Now()
 	p.locked(func() { pub.First = first })
-	giveUp := time.NewTimer(p.GiveUp)
-	defer giveUp.Stop()
+	publishUntilAcked(ctx, p.JS, p.GiveUp, events.SessionEndedSubject, data, id, func(seq uint64) {
+		p.locked(func() {
+			pub.Attempts++
+			if seq > 0 {
+				pub.Acked, pub.Seq = time.Now(), seq
+			}
+		})
+	})
+}
+
+// Publications copies what was published so far.
+func (p *Publisher) Publications() []Publication { return p.copies() }
+
+// publishUntilAcked publishes data with message ID id until the stream
+// acknowledges it or giveUp has passed. It calls attempted after every
+// attempt, with the acknowledged sequence or 0, so each publisher records
+// its attempts under its own lock.
+func publishUntilAcked(ctx context.Context, js jetstream.JetStream, giveUp time.Duration, subject string, data []byte, id string, attempted func(seq uint64)) {
+	deadline := time.NewTimer(giveUp)
+	defer deadline.Stop()
 	for {
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
-		ack, err := p.JS.Publish(pctx, events.SessionEndedSubject, data, jetstream.WithMsgID(id))
+		ack, err := js.Publish(pctx, subject, data, jetstream.WithMsgID(id))
 		cancel()
-		p.locked(func() { pub.Attempts++ })
 		if err == nil {
-			p.locked(func() { pub.Acked, pub.Seq = time.Now(), ack.Sequence })
+			attempted(ack.Sequence)
 			return
 		}
+		attempted(0)
 		select {
-		case <-giveUp.C:
+		case <-deadline.C:
 			return
 		case <-time.After(retryEvery):
 		}
 	}
 }
 
-func (p *Publisher) locked(f func()) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+// record is a publisher's publications, guarded for the goroutines that
+// publish and the checker that reads them.
+type record[T any] struct {
+	mu   sync.Mutex
+	pubs []*T
+}
+
+func (r *record[T]) locked(f func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	f()
 }
 
-// Publications copies what was published so far.
-func (p *Publisher) Publications() []Publication {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := make([]Publication, len(p.pubs))
-	for i, pub := range p.pubs {
+// copies copies the publications so far, in publish order.
+func (r *record[T]) copies() []T {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]T, len(r.pubs))
+	for i, pub := range r.pubs {
 		out[i] = *pub
 	}
 	return out

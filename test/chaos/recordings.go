@@ -3,7 +3,6 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -67,8 +66,7 @@ type RecordingPublisher struct {
 	Every      time.Duration
 	GiveUp     time.Duration
 
-	mu   sync.Mutex
-	pubs []*RecordingPublication
+	record[RecordingPublication]
 }
 
 // recordingBursts is the schedule of n recordings: bursts of one
@@ -128,41 +126,18 @@ func (p *RecordingPublisher) publish(ctx context.Context, ev events.RecordingEve
 	}
 	pub := &RecordingPublication{Event: ev, First: time.Now()}
 	p.locked(func() { p.pubs = append(p.pubs, pub) })
-	giveUp := time.NewTimer(p.GiveUp)
-	defer giveUp.Stop()
-	for {
-		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
-		ack, err := p.JS.Publish(pctx, ev.Subject(), data, jetstream.WithMsgID(ev.MsgID()))
-		cancel()
-		p.locked(func() { pub.Attempts++ })
-		if err == nil {
-			p.locked(func() { pub.Acked, pub.Seq = time.Now(), ack.Sequence })
-			return
-		}
-		select {
-		case <-giveUp.C:
-			return
-		case <-time.After(retryEvery):
-		}
-	}
-}
-
-func (p *RecordingPublisher) locked(f func()) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	f()
+	publishUntilAcked(ctx, p.JS, p.GiveUp, ev.Subject(), data, ev.MsgID(), func(seq uint64) {
+		p.locked(func() {
+			pub.Attempts++
+			if seq > 0 {
+				pub.Acked, pub.Seq = time.Now(), seq
+			}
+		})
+	})
 }
 
 // Publications copies what was published so far, in publish order.
-func (p *RecordingPublisher) Publications() []RecordingPublication {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := make([]RecordingPublication, len(p.pubs))
-	for i, pub := range p.pubs {
-		out[i] = *pub
-	}
-	return out
-}
+func (p *RecordingPublisher) Publications() []RecordingPublication { return p.copies() }
 
 // ackedCount is how many events the stream acknowledged.
 func (p *RecordingPublisher) ackedCount() int {

@@ -80,23 +80,22 @@ type RecordingRow struct {
 }
 
 func (r *RecordingReport) row(rows map[Kind]*RecordingRow, k Kind) *RecordingRow {
-	if row, ok := rows[k]; ok {
-		return row
-	}
-	row := &RecordingRow{Kind: k}
-	rows[k] = row
-	r.Rows = append(r.Rows, row)
-	return row
+	return rowOf(rows, &r.Rows, k, &RecordingRow{Kind: k})
 }
 
 func (r *Report) row(rows map[Kind]*Row, k Kind) *Row {
+	return rowOf(rows, &r.Rows, k, &Row{Kind: k})
+}
+
+// rowOf returns kind k's row, adding fresh to rows and to the report's
+// list, in the order kinds first appear, when k has none yet.
+func rowOf[R any](rows map[Kind]*R, list *[]*R, k Kind, fresh *R) *R {
 	if row, ok := rows[k]; ok {
 		return row
 	}
-	row := &Row{Kind: k}
-	rows[k] = row
-	r.Rows = append(r.Rows, row)
-	return row
+	rows[k] = fresh
+	*list = append(*list, fresh)
+	return fresh
 }
 
 // OK reports whether every acknowledged session ended as one summary and
@@ -190,10 +189,7 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 	fmt.Fprintln(w, "| fault | faults | sessions | acked | lost | duplicate | dead-lettered | unknown (summarized) | publish retried | longest stall median / max | recovery median / max | node rejoined median / max |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, row := range r.Rows {
-		lost := fmt.Sprint(row.Lost)
-		if row.LostByNATS > 0 {
-			lost += fmt.Sprintf(" (%d gone from the stream)", row.LostByNATS)
-		}
+		lost := lostCell(row.Lost, row.LostByNATS)
 		fmt.Fprintf(w, "| %s | %d | %d | %d | %s | %d | %d | %d (%d) | %d | %s | %s | %s |\n", row.Kind, row.Faults, row.Sessions,
 			row.Acked, lost, row.Duplicates, row.DeadLettered, row.Unknown, row.UnknownHandled, row.Retried,
 			spread(row.Stalls), spread(row.Recoveries), spread(row.Rejoins))
@@ -206,6 +202,15 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 	}
 }
 
+// lostCell is a table's lost count, with how many of them the input
+// stream no longer holds: those NATS lost, not jetfn.
+func lostCell(lost, byNATS int) string {
+	if byNATS == 0 {
+		return fmt.Sprint(lost)
+	}
+	return fmt.Sprintf("%d (%d not in the stream)", lost, byNATS)
+}
+
 // writeMarkdown prints the recording events' table.
 func (r *RecordingReport) writeMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "\n%s, key recordingId (%s): %d recordings, %d events published, %d notices stored\n\n",
@@ -213,10 +218,7 @@ func (r *RecordingReport) writeMarkdown(w io.Writer) {
 	fmt.Fprintln(w, "| fault | events | acked | lost | duplicate | dead-lettered | out of order | unknown (noticed) | publish retried |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
 	for _, row := range r.Rows {
-		lost := fmt.Sprint(row.Lost)
-		if row.LostByNATS > 0 {
-			lost += fmt.Sprintf(" (%d not in the stream)", row.LostByNATS)
-		}
+		lost := lostCell(row.Lost, row.LostByNATS)
 		fmt.Fprintf(w, "| %s | %d | %d | %s | %d | %d | %d | %d (%d) | %d |\n", row.Kind, row.Events, row.Acked, lost,
 			row.Duplicates, row.DeadLettered, row.OutOfOrder, row.Unknown, row.UnknownNoticed, row.Retried)
 	}

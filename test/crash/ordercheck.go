@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jetfn/jetfn"
+	"github.com/jetfn/jetfn/test/crash/orderrun"
 )
 
 // The per-key order checker of the ordered rows (ordered.go). It judges
@@ -36,14 +37,7 @@ type orderInput struct {
 }
 
 // orderRun is one run the recorder saw (its ordered_runs document).
-type orderRun struct {
-	Key      string    `bson:"key"`
-	Seq      int64     `bson:"seq"`
-	Delivery int64     `bson:"delivery"`
-	Failed   bool      `bson:"failed"`
-	Before   []int64   `bson:"before"`
-	At       time.Time `bson:"at"`
-}
+type orderRun = orderrun.Run
 
 // orderOutput is one stored recorded.orders output.
 type orderOutput struct {

@@ -18,6 +18,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/jetfn/jetfn/manifest"
+	"github.com/jetfn/jetfn/test/crash/orderrun"
 	"github.com/jetfn/jetfn/test/testkit"
 )
 
@@ -57,7 +58,7 @@ const (
 	recordedStream     = "RECORDED"
 	recordedSubject    = "recorded.orders"
 	recorderKeys       = "ordered_keys"
-	recorderRuns       = "ordered_runs"
+	recorderRuns       = orderrun.Collection
 	orderedPartitions  = 8
 	orderedConcurrency = 4
 	orderedMaxDeliver  = 10

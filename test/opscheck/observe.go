@@ -15,6 +15,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/jetfn/jetfn/events"
+	"github.com/jetfn/jetfn/test/testkit"
 	"github.com/jetfn/jetfn/wire"
 )
 
@@ -165,10 +166,11 @@ type output struct {
 // scanOutputs reads every message of the output stream.
 func scanOutputs(ctx context.Context, js jetstream.JetStream) ([]output, error) {
 	var out []output
-	err := scanStream(ctx, js, outStream, func(m *jetstream.RawStreamMsg) {
+	err := testkit.EachStored(ctx, js, outStream, func(m *jetstream.RawStreamMsg) error {
 		tok, rec := tokenOfOutput(m.Data)
 		out = append(out, output{Seq: m.Sequence, At: m.Time, Token: tok, Recording: rec,
 			MsgID: m.Header.Get(jetstream.MsgIDHeader), Body: string(m.Data)})
+		return nil
 	})
 	return out, err
 }
@@ -184,26 +186,6 @@ func tokenOfOutput(data []byte) (tok, rec string) {
 	}
 	_ = json.Unmarshal(data, &v)
 	return strings.TrimPrefix(v.Greeting, "hello, ") + recordingToken(v.RecordingID, v.TS), v.RecordingID
-}
-
-// scanStream calls fn for every message stored on stream, in order.
-func scanStream(ctx context.Context, js jetstream.JetStream, stream string, fn func(*jetstream.RawStreamMsg)) error {
-	s, err := js.Stream(ctx, stream)
-	if err != nil {
-		return err
-	}
-	st := s.CachedInfo().State
-	for seq := st.FirstSeq; st.Msgs > 0 && seq <= st.LastSeq; seq++ {
-		m, err := s.GetMsg(ctx, seq)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("reading %s:%d: %w", stream, seq, err)
-		}
-		fn(m)
-	}
-	return nil
 }
 
 // document is one stored effect: a greeting (the remote's, keyed by

@@ -3,6 +3,7 @@ package testkit
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -40,17 +41,24 @@ type Notification struct {
 }
 
 // ScanNotifications reads every transcript.processed message stored in
-// stream from sequence from on, with a short-lived ephemeral consumer. It
-// makes one attempt: a caller that reads once, rather than polling, wraps
-// it in Retry.
+// stream from sequence from on. It makes one attempt: a caller that reads
+// once, rather than polling, wraps it in Retry.
 func ScanNotifications(ctx context.Context, js jetstream.JetStream, stream string, from uint64) ([]Notification, error) {
+	return Scan(ctx, js, stream, events.TranscriptProcessedSubject, from, toNotification)
+}
+
+// Scan reads every message of stream on filter from sequence from on, in
+// stream order, with a short-lived ephemeral consumer, converting each
+// with convert. It makes one attempt; a fetch that brings nothing while
+// messages are pending is ErrScanStalled, which Retry starts over.
+func Scan[T any](ctx context.Context, js jetstream.JetStream, stream, filter string, from uint64, convert func(jetstream.Msg) (T, error)) ([]T, error) {
 	s, err := js.Stream(ctx, stream)
 	if err != nil {
 		return nil, err
 	}
 	c, err := s.CreateConsumer(ctx, jetstream.ConsumerConfig{
 		AckPolicy:         jetstream.AckNonePolicy,
-		FilterSubject:     events.TranscriptProcessedSubject,
+		FilterSubject:     filter,
 		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:       max(from, 1),
 		InactiveThreshold: 10 * time.Second,
@@ -60,7 +68,7 @@ func ScanNotifications(ctx context.Context, js jetstream.JetStream, stream strin
 	}
 	defer func() { _ = s.DeleteConsumer(context.WithoutCancel(ctx), c.CachedInfo().Name) }()
 	pending := int(c.CachedInfo().NumPending)
-	var out []Notification
+	var out []T
 	for len(out) < pending {
 		batch, err := c.Fetch(pending-len(out), jetstream.FetchMaxWait(2*time.Second))
 		if err != nil {
@@ -69,20 +77,44 @@ func ScanNotifications(ctx context.Context, js jetstream.JetStream, stream strin
 		got := 0
 		for m := range batch.Messages() {
 			got++
-			n, err := toNotification(m)
+			v, err := convert(m)
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, n)
+			out = append(out, v)
 		}
 		if err := batch.Error(); err != nil {
 			return nil, err
 		}
 		if got == 0 {
-			return nil, fmt.Errorf("scanning notifications: %d of %d read: %w", len(out), pending, ErrScanStalled)
+			return nil, fmt.Errorf("scanning %s on %s: %d of %d read: %w", filter, stream, len(out), pending, ErrScanStalled)
 		}
 	}
 	return out, nil
+}
+
+// EachStored calls fn for every message stored on stream, in order, by
+// direct reads, so it sees what a consumer would have skipped; it stops at
+// fn's first error.
+func EachStored(ctx context.Context, js jetstream.JetStream, stream string, fn func(*jetstream.RawStreamMsg) error) error {
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return err
+	}
+	st := s.CachedInfo().State
+	for seq := st.FirstSeq; st.Msgs > 0 && seq <= st.LastSeq; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("reading %s #%d: %w", stream, seq, err)
+		}
+		if err := fn(m); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func toNotification(m jetstream.Msg) (Notification, error) {

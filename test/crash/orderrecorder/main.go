@@ -58,6 +58,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/jetfn/jetfn/test/crash/orderrun"
 )
 
 // The service's names, which test/crash/ordered.go repeats in its manifest
@@ -67,7 +69,6 @@ const (
 	subject        = "recorder.record"
 	outputSubject  = "recorded.orders"
 	keysCollection = "ordered_keys"
-	runsCollection = "ordered_runs"
 	keyToken       = 2
 	keyHeader      = "Order-Key"
 )
@@ -97,7 +98,7 @@ func run(ctx context.Context, log *slog.Logger) error {
 		return fmt.Errorf("connecting to NATS: %w", err)
 	}
 	defer func() { _ = nc.Drain() }()
-	r := &recorder{keys: client.Database(db).Collection(keysCollection), runs: client.Database(db).Collection(runsCollection), log: log}
+	r := &recorder{keys: client.Database(db).Collection(keysCollection), runs: client.Database(db).Collection(orderrun.Collection), log: log}
 	svc, err := micro.AddService(nc, micro.Config{
 		Name: serviceName, Version: "1.0.0",
 		Description: "crash harness: records each key's effects with the input's stream sequence",
@@ -139,16 +140,6 @@ type payload struct {
 	Key  string `json:"key"`
 }
 
-// runDoc is one run as ordered_runs stores it.
-type runDoc struct {
-	Key      string    `bson:"key"`
-	Seq      int64     `bson:"seq"`
-	Delivery int64     `bson:"delivery"`
-	Failed   bool      `bson:"failed"`
-	Before   []int64   `bson:"before"`
-	At       time.Time `bson:"at"`
-}
-
 func (r *recorder) handle(req micro.Request) {
 	h := req.Headers()
 	id := h.Get("Jetfn-Msg-Id")
@@ -170,7 +161,7 @@ func (r *recorder) handle(req micro.Request) {
 	ctx, cancel := deadlineContext(h.Get("Jetfn-Deadline"))
 	defer cancel()
 	time.Sleep(rand.N(3 * time.Millisecond))
-	run := runDoc{Key: key, Seq: seq, Delivery: delivery, Failed: delivery <= p.Fail}
+	run := orderrun.Run{Key: key, Seq: seq, Delivery: delivery, Failed: delivery <= p.Fail}
 	err := r.record(ctx, &run)
 	switch {
 	case err != nil:
@@ -188,7 +179,7 @@ func (r *recorder) handle(req micro.Request) {
 
 // record applies the run's effect (unless it fails on purpose) and stores
 // the run with the effects its key had before it.
-func (r *recorder) record(ctx context.Context, run *runDoc) error {
+func (r *recorder) record(ctx context.Context, run *orderrun.Run) error {
 	defer r.lock(run.Key)()
 	var err error
 	if run.Failed {
