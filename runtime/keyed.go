@@ -40,158 +40,55 @@ func ensureKeyedStreams(ctx context.Context, js jetstream.JetStream, m *manifest
 		if err := refuseRepartition(ctx, js, f, spec); err != nil {
 			return err
 		}
-		change, countErr := sourceSubjectChange(ctx, js, f, spec)
+		added, err := subjectsAddedToSource(ctx, js, spec)
+		if err != nil {
+			return err
+		}
 		if err := ensureStream(ctx, js, spec); err != nil {
 			return err
 		}
-		if countErr != nil {
-			log.Warn("a subject added to a subject-token keyed function may pass over messages its input already stored; "+
-				"counting them failed", "function", f.Name, "err", countErr)
-		}
-		for _, subject := range slices.Sorted(maps.Keys(change.notCopied)) {
-			log.Warn("a subject added to a subject-token keyed function: the input's messages on it that the keyed stream's "+
-				"source had already passed are not handled", "function", f.Name, "subject", subject, "not_handled", change.notCopied[subject])
-		}
-		if err := change.record(ctx, js, spec.Name); err != nil {
-			log.Warn("recording where a keyed stream's source dropped a subject", "function", f.Name, "err", err)
+		for _, subject := range added {
+			log.Warn("a subject added to a subject-token keyed function: what its input already stored on it may never be "+
+				"handled, since the keyed stream's source takes the subject up from where the source stands",
+				"function", f.Name, "subject", subject, "keyed_stream", spec.Name)
 		}
 	}
 	return nil
 }
 
-// droppedAtKey starts the keyed stream's metadata keys that remember, for
-// a subject a deploy dropped from the stream's source, the last input
-// sequence the source had copied then: when the subject comes back, what
-// the input stored on it after that and before the source's position then
-// was never copied.
-const droppedAtKey = "jetfn.dropped-at."
-
-// subjectChange is how a deploy changes a subject-token keyed stream's
-// source subjects: the subjects it drops, each with the input sequence the
-// source has reached; the subjects it adds; and for each added subject,
-// how many of the input's messages on it the source has passed without
-// copying them.
-type subjectChange struct {
-	droppedAt map[string]uint64
-	added     []string
-	notCopied map[string]uint64
-}
-
-// sourceSubjectChange reads the change spec makes to f's keyed stream's
-// source. The server resumes a changed source after the last input
-// sequence it copied, so an added subject's messages below it that were
-// not copied before are never handled. Copied late they would run after
-// later messages of their keys, so jetfn does not hand them over; it says
-// so, in the log and in `check --server`.
-func sourceSubjectChange(ctx context.Context, js jetstream.JetStream, f manifest.FunctionSpec, spec manifest.StreamSpec) (subjectChange, error) {
-	var change subjectChange
+// subjectsAddedToSource is the subjects spec adds to an existing
+// subject-token keyed stream's source that no subject of its source
+// covered. The server takes such a subject up from where the source
+// stands, not from the subject's first message, so what the input stored on
+// it before may never be copied, never handled; copied late, it would run
+// after later messages of its keys. jetfn cannot hand it over in key order,
+// so it says so: a warning when it applies the change, a line in
+// `check --server` before.
+func subjectsAddedToSource(ctx context.Context, js jetstream.JetStream, spec manifest.StreamSpec) ([]string, error) {
 	if spec.Source == nil {
-		return change, nil
+		return nil, nil
 	}
 	ks, err := js.Stream(ctx, spec.Name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return change, nil // a new keyed stream starts where the manifest's start says
+		return nil, nil // a new keyed stream starts where the manifest's start says
 	}
 	if err != nil {
-		return change, fmt.Errorf("looking up keyed stream %s: %w", spec.Name, err)
+		return nil, fmt.Errorf("looking up keyed stream %s: %w", spec.Name, err)
 	}
-	info := ks.CachedInfo()
-	if len(info.Config.Sources) == 0 || len(info.Sources) == 0 {
-		return change, nil
+	sources := ks.CachedInfo().Config.Sources
+	if len(sources) == 0 {
+		return nil, nil
 	}
-	reached := info.Sources[0].Seq
-	had, want := map[string]bool{}, map[string]bool{}
-	for _, t := range info.Config.Sources[0].SubjectTransforms {
-		had[t.Source] = true
-	}
+	var added []string
 	for _, t := range spec.Source.Transforms {
-		want[t.Source] = true
-	}
-	change.droppedAt, change.notCopied = map[string]uint64{}, map[string]uint64{}
-	for subject := range had {
-		if !want[subject] {
-			change.droppedAt[subject] = reached
+		covered := slices.ContainsFunc(sources[0].SubjectTransforms, func(had jetstream.SubjectTransformConfig) bool {
+			return manifest.SubjectCovered(t.Source, had.Source)
+		})
+		if !covered {
+			added = append(added, t.Source)
 		}
 	}
-	for subject := range want {
-		if !had[subject] {
-			change.added = append(change.added, subject)
-		}
-	}
-	if len(change.added) == 0 {
-		return change, nil
-	}
-	in, err := js.Stream(ctx, f.Stream)
-	if err != nil {
-		return change, fmt.Errorf("looking up input stream %s: %w", f.Stream, err)
-	}
-	for _, subject := range change.added {
-		from, _ := strconv.ParseUint(info.Config.Metadata[droppedAtKey+subject], 10, 64)
-		if reached <= from {
-			continue
-		}
-		n, err := storedBetween(ctx, in, subject, from+1, reached)
-		if err != nil {
-			return change, err
-		}
-		if n > 0 {
-			change.notCopied[subject] = n
-		}
-	}
-	return change, nil
-}
-
-// record keeps the change's dropped subjects in the keyed stream's
-// metadata, and forgets the ones it adds back.
-func (c subjectChange) record(ctx context.Context, js jetstream.JetStream, stream string) error {
-	if len(c.droppedAt) == 0 && len(c.added) == 0 {
-		return nil
-	}
-	ks, err := js.Stream(ctx, stream)
-	if err != nil {
-		return err
-	}
-	cfg := ks.CachedInfo().Config
-	cfg.Metadata = maps.Clone(cfg.Metadata)
-	if cfg.Metadata == nil {
-		cfg.Metadata = map[string]string{}
-	}
-	for subject, seq := range c.droppedAt {
-		cfg.Metadata[droppedAtKey+subject] = strconv.FormatUint(seq, 10)
-	}
-	for _, subject := range c.added {
-		delete(cfg.Metadata, droppedAtKey+subject)
-	}
-	_, err = js.UpdateStream(ctx, cfg)
-	return err
-}
-
-// storedBetween counts the messages of s on subject at sequences from to
-// last: those from "from" on less those after last, each count a
-// short-lived ephemeral consumer's pending count.
-func storedBetween(ctx context.Context, s jetstream.Stream, subject string, from, last uint64) (uint64, error) {
-	all, err := storedFrom(ctx, s, subject, from)
-	if err != nil {
-		return 0, err
-	}
-	after, err := storedFrom(ctx, s, subject, last+1)
-	return all - min(after, all), err
-}
-
-func storedFrom(ctx context.Context, s jetstream.Stream, subject string, from uint64) (uint64, error) {
-	c, err := s.CreateConsumer(ctx, jetstream.ConsumerConfig{
-		Description:       "jetfn: counting what a keyed stream's source passed over",
-		AckPolicy:         jetstream.AckNonePolicy,
-		FilterSubject:     subject,
-		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:       from,
-		InactiveThreshold: 10 * time.Second,
-	})
-	if err != nil {
-		return 0, fmt.Errorf("counting the messages on %s: %w", subject, err)
-	}
-	defer func() { _ = s.DeleteConsumer(context.WithoutCancel(ctx), c.CachedInfo().Name) }()
-	return c.CachedInfo().NumPending, nil
+	return added, nil
 }
 
 // refuseRepartition refuses to change how a keyed stream maps keys to

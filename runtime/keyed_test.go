@@ -383,14 +383,14 @@ functions:
 	}
 }
 
-// TestKeyedReaddedSubjectSaysWhatItPassesOver: a subject-token keyed
+// TestKeyedAddedSubjectWarnsOfWhatItMayPassOver: a subject-token keyed
 // function's keyed stream copies its input through the server's source,
-// which takes up a subject added back to it only after the last input
-// message it copied: what the input stored on that subject before that is
-// never handled. jetfn cannot hand it over in key order, so it says so:
-// `check --server` counts it and the runtime logs it when it applies the
-// manifest.
-func TestKeyedReaddedSubjectSaysWhatItPassesOver(t *testing.T) {
+// which takes up a subject added to it from where the source stands: what
+// the input stored on it before may never be handled, and jetfn cannot hand
+// it over in key order. So `check --server` names the subject and the
+// runtime warns when it applies the change; a subject the old ones covered
+// (a narrowing) is not reported.
+func TestKeyedAddedSubjectWarnsOfWhatItMayPassOver(t *testing.T) {
 	env := newEnv(t)
 	rec := &recorder{}
 	both := twoSubjectKeyed(t, `["test.a.*", "test.b.*"]`)
@@ -402,6 +402,9 @@ func TestKeyedReaddedSubjectSaysWhatItPassesOver(t *testing.T) {
 	if err := r.rt.Apply(context.Background(), twoSubjectKeyed(t, `["test.a.*"]`)); err != nil {
 		t.Fatal(err)
 	}
+	if logs := env.logs.String(); strings.Contains(logs, "subject added to a subject-token keyed function") {
+		t.Fatalf("dropping a subject warned of an added one:\n%s", logs)
+	}
 	env.publish("test.b.k2", `{}`) // stored while the function reads test.a.* only
 	env.publish("test.a.k5", `{}`) // copied: the source passes test.b.k2
 	runtimetest.Eventually(t, 20*time.Second, "test.a.k5 handled", func() bool { return rec.count() == 3 })
@@ -410,14 +413,15 @@ func TestKeyedReaddedSubjectSaysWhatItPassesOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := plans[0].NotCopied; got["test.b.*"] != 1 || len(got) != 1 {
-		t.Fatalf("check --server's plan NotCopied = %v, want test.b.*: 1", got)
+	if got := plans[0].AddedSubjects; !slices.Equal(got, []string{"test.b.*"}) {
+		t.Fatalf("check --server's plan AddedSubjects = %v, want [test.b.*]", got)
 	}
 	if err := r.rt.Apply(context.Background(), both); err != nil {
 		t.Fatal(err)
 	}
-	if logs := env.logs.String(); !strings.Contains(logs, "subject=test.b.*") || !strings.Contains(logs, "not_handled=1") {
-		t.Fatalf("the runtime did not log what the re-added subject passes over:\n%s", logs)
+	if logs := env.logs.String(); !strings.Contains(logs, "subject added to a subject-token keyed function") ||
+		!strings.Contains(logs, "subject=test.b.*") {
+		t.Fatalf("the runtime did not warn of the added subject:\n%s", logs)
 	}
 	env.publish("test.b.k3", `{}`)
 	runtimetest.Eventually(t, 20*time.Second, "the message after the re-add handled", func() bool { return rec.count() == 4 })
@@ -425,7 +429,14 @@ func TestKeyedReaddedSubjectSaysWhatItPassesOver(t *testing.T) {
 	last := rec.deliveries[3].msg.Subject
 	rec.mu.Unlock()
 	if last != "test.b.k3" {
-		t.Fatalf("fourth run was %s, want test.b.k3: the passed-over message is not handled, as logged", last)
+		t.Fatalf("fourth run was %s, want test.b.k3: test.b.k2, which the source had passed, is not handled", last)
+	}
+
+	wide := newEnv(t)
+	wide.start(twoSubjectKeyed(t, `["test.*.*"]`), &recorder{})
+	plans, err = PlanStarts(context.Background(), wide.js, twoSubjectKeyed(t, `["test.a.*"]`))
+	if err != nil || len(plans[0].AddedSubjects) != 0 {
+		t.Fatalf("a narrowing: plan = %+v, %v; want no added subject (test.*.* covered test.a.*)", plans, err)
 	}
 }
 

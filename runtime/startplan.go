@@ -41,11 +41,10 @@ type StartPlan struct {
 	// Pending how many messages it holds not yet handled.
 	KeyedStream string
 	Partitions  int
-	// NotCopied counts, for each subject the manifest adds to a
-	// subject-token keyed function whose keyed stream exists, the messages
-	// its input stream holds on it: the server's source takes an added
-	// subject up only from where it stands, so these are never handled.
-	NotCopied map[string]uint64
+	// AddedSubjects are the subjects the manifest adds to a subject-token
+	// keyed function's existing keyed stream: what the input already
+	// stored on them may never be handled (subjectsAddedToSource).
+	AddedSubjects []string
 }
 
 // PlanStarts is every function's StartPlan on the server js reaches. It
@@ -65,9 +64,7 @@ func PlanStarts(ctx context.Context, js jetstream.JetStream, m *manifest.Manifes
 		}
 		p, err := plan(ctx, js, f, positions)
 		if err == nil && f.IsKeyed() {
-			var change subjectChange
-			change, err = sourceSubjectChange(ctx, js, f, m.KeyedStream(f, time.Now()))
-			p.NotCopied = change.notCopied
+			p.AddedSubjects, err = subjectsAddedToSource(ctx, js, m.KeyedStream(f, time.Now()))
 		}
 		if err != nil {
 			return nil, fmt.Errorf("function %s: %w", f.Name, err)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"maps"
-	"slices"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -25,9 +23,9 @@ func checkConsumers(ctx context.Context, m *manifest.Manifest, server string, cf
 		}
 		for _, p := range plans {
 			fmt.Fprintln(out, describeStart(p))
-			for _, subject := range slices.Sorted(maps.Keys(p.NotCopied)) {
-				fmt.Fprintf(out, "  subject %s is added: %d messages stored on it, which keyed stream %s's source has passed, "+
-					"will not be handled (the source copies the subject from where it stands)\n", subject, p.NotCopied[subject], p.KeyedStream)
+			for _, subject := range p.AddedSubjects {
+				fmt.Fprintf(out, "  subject %s is added: what the input already stored on it may never be handled, since keyed "+
+					"stream %s's source takes it up from where the source stands (docs/ordering.md)\n", subject, p.KeyedStream)
 			}
 		}
 		// What deploy would refuse, check says first.

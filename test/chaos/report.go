@@ -189,7 +189,7 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 	fmt.Fprintln(w, "| fault | faults | sessions | acked | lost | duplicate | dead-lettered | unknown (summarized) | publish retried | longest stall median / max | recovery median / max | node rejoined median / max |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, row := range r.Rows {
-		lost := lostCell(row.Lost, row.LostByNATS)
+		lost := lostCell(row.Lost, row.LostByNATS, "gone from the stream")
 		fmt.Fprintf(w, "| %s | %d | %d | %d | %s | %d | %d | %d (%d) | %d | %s | %s | %s |\n", row.Kind, row.Faults, row.Sessions,
 			row.Acked, lost, row.Duplicates, row.DeadLettered, row.Unknown, row.UnknownHandled, row.Retried,
 			spread(row.Stalls), spread(row.Recoveries), spread(row.Rejoins))
@@ -203,12 +203,12 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 }
 
 // lostCell is a table's lost count, with how many of them the input
-// stream no longer holds: those NATS lost, not jetfn.
-func lostCell(lost, byNATS int) string {
+// stream no longer holds (those NATS lost, not jetfn), in the table's words.
+func lostCell(lost, byNATS int, gone string) string {
 	if byNATS == 0 {
 		return fmt.Sprint(lost)
 	}
-	return fmt.Sprintf("%d (%d not in the stream)", lost, byNATS)
+	return fmt.Sprintf("%d (%d %s)", lost, byNATS, gone)
 }
 
 // writeMarkdown prints the recording events' table.
@@ -218,7 +218,7 @@ func (r *RecordingReport) writeMarkdown(w io.Writer) {
 	fmt.Fprintln(w, "| fault | events | acked | lost | duplicate | dead-lettered | out of order | unknown (noticed) | publish retried |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
 	for _, row := range r.Rows {
-		lost := lostCell(row.Lost, row.LostByNATS)
+		lost := lostCell(row.Lost, row.LostByNATS, "not in the stream")
 		fmt.Fprintf(w, "| %s | %d | %d | %s | %d | %d | %d | %d (%d) | %d |\n", row.Kind, row.Events, row.Acked, lost,
 			row.Duplicates, row.DeadLettered, row.OutOfOrder, row.Unknown, row.UnknownNoticed, row.Retried)
 	}

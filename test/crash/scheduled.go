@@ -227,11 +227,13 @@ func lateFirstRuns(applied []int64, runs []orderRun) []error {
 	var problems []error
 	newest := int64(0)
 	for _, seq := range applied {
-		if seq > newest {
+		if seq >= newest { // a tick applied twice is counted as a duplicate, not here
 			newest = seq
 			continue
 		}
-		i := slices.IndexFunc(runs, func(r orderRun) bool { return r.Seq == seq && !slices.Contains(r.Before, seq) })
+		i := slices.IndexFunc(runs, func(r orderRun) bool {
+			return r.Key == tickKey && r.Seq == seq && !slices.Contains(r.Before, seq)
+		})
 		if i < 0 || runs[i].Delivery <= 1 {
 			problems = append(problems, fmt.Errorf("tick %d ran after tick %d on its first delivery: ticks out of order %v", seq, newest, applied))
 		}

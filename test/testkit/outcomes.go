@@ -93,9 +93,9 @@ func Scan[T any](ctx context.Context, js jetstream.JetStream, stream, filter str
 	return out, nil
 }
 
-// EachStored calls fn for every message stored on stream, in order, by
-// direct reads, so it sees what a consumer would have skipped; it stops at
-// fn's first error.
+// EachStored calls fn for every message stored on stream, in order, read
+// one by one by sequence (no consumer), so it sees what a consumer would
+// have skipped; it stops at fn's first error.
 func EachStored(ctx context.Context, js jetstream.JetStream, stream string, fn func(*jetstream.RawStreamMsg) error) error {
 	s, err := js.Stream(ctx, stream)
 	if err != nil {
