@@ -9,8 +9,9 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/jetfn/jetfn/manifest"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetfn/jetfn/manifest"
 )
 
 // ErrRefusedManifest is returned by Apply for a manifest revision that the
