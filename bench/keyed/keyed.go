@@ -1,8 +1,12 @@
 // Package keyed measures what ordering per key costs: a backlog of
 // messages spread over many keys, drained by the same no-op function
 // unordered, ordered per key (jetfn's partitions), and by the client-side
-// alternative a nats.go user writes (the same keyed stream, one consumer
-// per partition with one message pending, consumed in a goroutine each).
+// alternatives a nats.go user writes (the same keyed stream, one consumer
+// per partition with one message pending, consumed in a goroutine each; or
+// the input partitioned as it is stored, with no copy). The last two are
+// no design but ceilings: the keyed copy read with many messages pending
+// per partition and no order, the most a design that copies can reach;
+// and the same for the input partitioned as stored.
 // Repetitions alternate the variants, each on a fresh embedded
 // nats-server, so drift on a shared machine hits all of them.
 package keyed
@@ -35,6 +39,20 @@ const (
 	// Routed is ordered with the key in a header: jetfn's router copies
 	// the messages into the keyed stream instead of the server.
 	Routed = "jetfn-ordered-header"
+	// IngestPartitioned is ordered with no copy: the input stream's own
+	// subject transform writes each message's partition into its stored
+	// subject, and one consumer per partition reads the input itself, one
+	// message pending each. The price is the stored subjects: every reader
+	// of the stream sees bench.<partition>.<key>, not what was published.
+	IngestPartitioned = "natsgo-ingest-partitioned"
+	// CopyCeiling is not ordered: Partitioned's keyed copy read with
+	// Concurrency messages pending per partition. No design that copies
+	// into a work-queue stream drains faster.
+	CopyCeiling = "ceiling-copy-unordered"
+	// IngestCeiling is not ordered either: IngestPartitioned's consumers
+	// with Concurrency messages pending each, the most partitions read in
+	// place can reach.
+	IngestCeiling = "ceiling-ingest-unordered"
 )
 
 // keyHeader carries every message's key, for the routed variant (the
@@ -75,7 +93,7 @@ func Run(ctx context.Context, cfg Config) ([]Sample, error) {
 				return nil, fmt.Errorf("%s repetition %d: %w", v, rep+1, err)
 			}
 			if cfg.Progress != nil {
-				cfg.Progress(fmt.Sprintf("%-20s rep %d: %8.0f msgs/s  %6.1f µs CPU/msg  heap after %5.1f MiB", v, rep+1,
+				cfg.Progress(fmt.Sprintf("%-26s rep %d: %8.0f msgs/s  %6.1f µs CPU/msg  heap after %5.1f MiB", v, rep+1,
 					s.Rate(cfg.Messages), float64(s.CPUPerMsg)/1e3, float64(s.HeapAfter)/(1<<20)))
 			}
 			out = append(out, s)
@@ -103,7 +121,7 @@ func drainOnce(ctx context.Context, cfg Config, v string) (Sample, error) {
 		return Sample{}, err
 	}
 	defer nc.Close()
-	if err := storeBacklog(ctx, nc, cfg); err != nil {
+	if err := storeBacklog(ctx, nc, cfg, inputStream(cfg, v)); err != nil {
 		return Sample{}, err
 	}
 	var handled atomic.Int64
@@ -124,6 +142,8 @@ func drainOnce(ctx context.Context, cfg Config, v string) (Sample, error) {
 	case <-done:
 	case <-time.After(10 * time.Minute):
 		return Sample{}, fmt.Errorf("handled %d of %d in 10 minutes", handled.Load(), cfg.Messages)
+	case <-ctx.Done():
+		return Sample{}, fmt.Errorf("handled %d of %d: %w", handled.Load(), cfg.Messages, ctx.Err())
 	}
 	s := Sample{Variant: v, Elapsed: time.Since(start), CPUPerMsg: (cpuTime() - cpu0) / time.Duration(cfg.Messages), HeapAfter: heapInUse()}
 	cancel()
@@ -131,13 +151,25 @@ func drainOnce(ctx context.Context, cfg Config, v string) (Sample, error) {
 	return s, nil
 }
 
-// storeBacklog publishes Messages messages, message i to key i mod Keys.
-func storeBacklog(ctx context.Context, nc *nats.Conn, cfg Config) error {
+// inputStream is the stream the backlog is stored in for variant v: the
+// input, partitioned as it is stored for IngestPartitioned.
+func inputStream(cfg Config, v string) jetstream.StreamConfig {
+	sc := jetstream.StreamConfig{Name: stream, Subjects: []string{"bench.>"}}
+	if v == IngestPartitioned || v == IngestCeiling {
+		sc.SubjectTransform = &jetstream.SubjectTransformConfig{Source: subject,
+			Destination: fmt.Sprintf("bench.{{partition(%d,1)}}.{{wildcard(1)}}", cfg.Concurrency)}
+	}
+	return sc
+}
+
+// storeBacklog publishes Messages messages, message i to key i mod Keys,
+// into the input stream in.
+func storeBacklog(ctx context.Context, nc *nats.Conn, cfg Config, in jetstream.StreamConfig) error {
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
 	if err != nil {
 		return err
 	}
-	for _, s := range []jetstream.StreamConfig{{Name: stream, Subjects: []string{"bench.>"}}, {Name: "DEADLETTER", Subjects: []string{"deadletter.>"}}} {
+	for _, s := range []jetstream.StreamConfig{in, {Name: "DEADLETTER", Subjects: []string{"deadletter.>"}}} {
 		if _, err := js.CreateStream(ctx, s); err != nil {
 			return err
 		}
@@ -169,7 +201,13 @@ func startVariant(ctx context.Context, nc *nats.Conn, ns *server.Server, cfg Con
 	case Routed:
 		return startJetfn(ctx, nc, cfg, fmt.Sprintf("    key: {header: %s}\n    ordered: true\n    partitions: %d\n", keyHeader, cfg.Concurrency), count)
 	case Partitioned:
-		return startPartitioned(ctx, nc, cfg, count)
+		return startPartitioned(ctx, nc, cfg, 1, count)
+	case CopyCeiling:
+		return startPartitioned(ctx, nc, cfg, cfg.Concurrency, count)
+	case IngestPartitioned:
+		return startIngestPartitioned(ctx, nc, cfg, 1, count)
+	case IngestCeiling:
+		return startIngestPartitioned(ctx, nc, cfg, cfg.Concurrency, count)
 	}
 	return nil, fmt.Errorf("unknown variant %q", v)
 }
@@ -204,9 +242,10 @@ functions:
 }
 
 // startPartitioned is the client-side alternative: the keyed stream jetfn
-// makes, made by hand, and one Consume per partition consumer (one message
-// pending each), acking after the handler.
-func startPartitioned(ctx context.Context, nc *nats.Conn, cfg Config, count func()) (func(), error) {
+// makes, made by hand, and one Consume per partition consumer (pending
+// messages pending each: 1 keeps each key's order), acking after the
+// handler.
+func startPartitioned(ctx context.Context, nc *nats.Conn, cfg Config, pending int, count func()) (func(), error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
@@ -219,10 +258,29 @@ func startPartitioned(ctx context.Context, nc *nats.Conn, cfg Config, count func
 	if err != nil {
 		return nil, err
 	}
+	return consumePartitions(ctx, js, ks, p, "%d.>", pending, count)
+}
+
+// startIngestPartitioned reads the input partitioned as it was stored
+// (inputStream) with one consumer per partition, pending messages pending
+// each.
+func startIngestPartitioned(ctx context.Context, nc *nats.Conn, cfg Config, pending int, count func()) (func(), error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	return consumePartitions(ctx, js, stream, cfg.Concurrency, "bench.%d.*", pending, count)
+}
+
+// consumePartitions reads stream s with p partition consumers, consumer i
+// filtered on fmt.Sprintf(filter, i) and allowed pending unacknowledged
+// messages, each consumed by its own Consume that acks after the handler.
+func consumePartitions(ctx context.Context, js jetstream.JetStream, s string, p int, filter string, pending int,
+	count func()) (func(), error) {
 	var stops []func()
 	for i := range p {
-		c, err := js.CreateConsumer(ctx, ks, jetstream.ConsumerConfig{Durable: fmt.Sprintf("p%d", i), AckPolicy: jetstream.AckExplicitPolicy,
-			MaxAckPending: 1, FilterSubject: fmt.Sprintf("%d.>", i)})
+		c, err := js.CreateConsumer(ctx, s, jetstream.ConsumerConfig{Durable: fmt.Sprintf("p%d", i), AckPolicy: jetstream.AckExplicitPolicy,
+			MaxAckPending: pending, FilterSubject: fmt.Sprintf(filter, i)})
 		if err != nil {
 			return nil, err
 		}

@@ -1,6 +1,7 @@
 // Command keyed-bench compares draining a backlog spread over many keys
-// unordered, ordered per key by jetfn, and by one nats.go consumer per
-// partition, and prints each variant's median rate, CPU per message and
+// unordered, ordered per key by jetfn, by nats.go consumers one per
+// partition (of a copy, or of the input partitioned as stored), and the
+// ceiling of any design that copies, and prints each variant's median rate, CPU per message and
 // its ratio to the unordered function (go tool task bench-keyed).
 package main
 
@@ -20,7 +21,7 @@ import (
 
 func main() {
 	cfg := keyed.Config{Messages: 50_000, Keys: 1000, Concurrency: 64, Repetitions: 3,
-		Variants: []string{keyed.Unordered, keyed.Ordered, keyed.Routed, keyed.Partitioned}}
+		Variants: []string{keyed.Unordered, keyed.Ordered, keyed.Routed, keyed.Partitioned, keyed.IngestPartitioned, keyed.CopyCeiling, keyed.IngestCeiling}}
 	flag.IntVar(&cfg.Messages, "messages", cfg.Messages, "backlog of each drain, 128 B messages")
 	flag.IntVar(&cfg.Keys, "keys", cfg.Keys, "distinct keys the backlog is spread over")
 	flag.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "workers, and the ordered variants' partitions")
@@ -46,7 +47,7 @@ func main() {
 		return
 	}
 	fmt.Printf("%d messages over %d keys, concurrency %d, %d repetitions alternated\n\n", cfg.Messages, cfg.Keys, cfg.Concurrency, cfg.Repetitions)
-	fmt.Printf("%-20s %12s %10s %14s %12s\n", "variant", "msgs/s", "spread", "µs CPU/msg", "vs unordered")
+	fmt.Printf("%-26s %12s %10s %14s %12s\n", "variant", "msgs/s", "spread", "µs CPU/msg", "vs unordered")
 	base := median(samples, keyed.Unordered, cfg.Messages)
 	for _, v := range cfg.Variants {
 		rate := median(samples, v, cfg.Messages)
@@ -56,7 +57,7 @@ func main() {
 		if base > 0 {
 			ratio = fmt.Sprintf("%.2f×", rate/base)
 		}
-		fmt.Printf("%-20s %12.0f %4.0f-%-5.0f %14.1f %12s\n", v, rate, lo, hi, float64(cpu)/1e3, ratio)
+		fmt.Printf("%-26s %12.0f %4.0f-%-5.0f %14.1f %12s\n", v, rate, lo, hi, float64(cpu)/1e3, ratio)
 	}
 }
 
