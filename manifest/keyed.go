@@ -101,6 +101,10 @@ type SourceSpec struct {
 	// StartTime, when set, skips what the source stored before it (a
 	// keyed function's start: new or a time).
 	StartTime *time.Time
+	// StartSeq, when set, is the first input message the source copies:
+	// the runtime sets it, for a keyed function pruned and added back, just
+	// after what it had handled (runtime/keyedresume.go).
+	StartSeq uint64
 }
 
 // Transform rewrites a subject matching Source into Destination.
@@ -221,6 +225,25 @@ func (m *Manifest) validateKey(fat place, f *FunctionSpec, add problemFunc) {
 // again what the old one copied and did not acknowledge.
 const RoutedDuplicates = 10 * time.Minute
 
+// keyedPositionKey is the positions bucket's key (the subject of its
+// message) where the runtime records, when it prunes keyed function f, how
+// far into its input f got.
+func keyedPositionKey(f FunctionSpec) string {
+	return "$KV." + PositionsBucket + ".consumer." + f.Stream + "." + f.KeyedStreamName()
+}
+
+// keyedPruneSubjects are what pruning keyed function f needs besides the
+// deletions: reading its keyed stream's first message and, for a
+// subject-token key, a message of the input found by time, to record how
+// far f got (runtime/keyedresume.go).
+func keyedPruneSubjects(f FunctionSpec) []string {
+	out := []string{"$JS.API.STREAM.MSG.GET." + f.KeyedStreamName(), keyedPositionKey(f)}
+	if !f.IsRouted() {
+		out = append(out, "$JS.API.STREAM.MSG.GET."+f.Stream)
+	}
+	return out
+}
+
 // keyedSubjects are what a keyed function's instance needs beyond its
 // input: its keyed stream's lookup and every partition consumer's pull,
 // ack and lookup (the keyed stream is jetfn's, so a wildcard names its
@@ -233,7 +256,9 @@ func keyedSubjects(f FunctionSpec, provision bool) []string {
 		"$JS.ACK." + ks + ".>", "$JS.API.CONSUMER.INFO." + ks + ".*"}
 	if provision {
 		subjects = append(subjects, "$JS.API.STREAM.CREATE."+ks, "$JS.API.STREAM.UPDATE."+ks,
-			"$JS.API.CONSUMER.CREATE."+ks+".*", "$JS.API.CONSUMER.CREATE."+ks+".*.>", "$JS.API.CONSUMER.NAMES."+ks)
+			"$JS.API.CONSUMER.CREATE."+ks+".*", "$JS.API.CONSUMER.CREATE."+ks+".*.>", "$JS.API.CONSUMER.NAMES."+ks,
+			// Where a function pruned and added back resumes (runtime/keyedresume.go).
+			"$JS.API.DIRECT.GET.KV_"+PositionsBucket+"."+keyedPositionKey(f))
 	}
 	if f.IsRouted() {
 		in, d := f.Stream, f.RouterDurable()

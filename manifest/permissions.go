@@ -205,6 +205,7 @@ func (m *Manifest) Permissions(o PermissionOptions) Permissions {
 			}
 			if f.IsKeyed() {
 				pub.add("$JS.API.STREAM.DELETE." + f.KeyedStreamName())
+				pub.add(keyedPruneSubjects(f)...)
 				if f.IsRouted() {
 					pub.add("$JS.API.CONSUMER.DELETE." + s + "." + f.RouterDurable())
 				}

@@ -309,6 +309,7 @@ func (r *Runtime) pruneConsumer(ctx context.Context, old, m *manifest.Manifest, 
 		if spec.IsRouted() {
 			feeder = spec.RouterDurable()
 		}
+		r.recordKeyedFloor(ctx, spec)
 		r.pruneHelperStream(ctx, spec, feeder, spec.KeyedStreamName(), "keyed")
 		return
 	}

@@ -31,13 +31,16 @@ import (
 
 // ensureKeyedStreams creates or updates the keyed stream of every keyed
 // function, after the streams they copy from.
-func ensureKeyedStreams(ctx context.Context, js jetstream.JetStream, m *manifest.Manifest, log *slog.Logger) error {
+func ensureKeyedStreams(ctx context.Context, js jetstream.JetStream, m *manifest.Manifest, positions *positionStore, log *slog.Logger) error {
 	for _, f := range m.Functions {
 		if !f.IsKeyed() {
 			continue
 		}
 		spec := m.KeyedStream(f, time.Now())
 		if err := refuseRepartition(ctx, js, f, spec); err != nil {
+			return err
+		}
+		if err := resumeSourceAfterPrune(ctx, js, f, &spec, positions, log); err != nil {
 			return err
 		}
 		added, err := subjectsAddedToSource(ctx, js, spec)
@@ -153,7 +156,7 @@ func sourcesOf(src *manifest.SourceSpec) []*jetstream.StreamSource {
 	if src == nil {
 		return nil
 	}
-	ss := &jetstream.StreamSource{Name: src.Stream, OptStartTime: src.StartTime}
+	ss := &jetstream.StreamSource{Name: src.Stream, OptStartTime: src.StartTime, OptStartSeq: src.StartSeq}
 	for _, t := range src.Transforms {
 		ss.SubjectTransforms = append(ss.SubjectTransforms, jetstream.SubjectTransformConfig{Source: t.Source, Destination: t.Destination})
 	}

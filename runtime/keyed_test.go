@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetfn/jetfn"
@@ -465,4 +468,122 @@ func awaitKeyedStreamEmpty(t *testing.T, env *testEnv) {
 		s, err := env.js.Stream(context.Background(), manifest.KeyedStreamPrefix+"fn")
 		return err == nil && s.CachedInfo().State.Msgs == 0
 	})
+}
+
+// TestKeyedReaddedAfterPrune: a deploy removes a keyed function with
+// --prune (its keyed stream and router consumer are deleted), with one of
+// its messages still waiting, held by a failing handler, or with none; a
+// later deploy adds it back. As for any function (TestReaddedAfterPrune),
+// it resumes where it got to: the waiting message and what was published
+// in between are handled, and nothing it had handled before runs again.
+func TestKeyedReaddedAfterPrune(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		key  manifest.KeySpec
+		hold bool
+	}{
+		{"subject token, one waiting", manifest.KeySpec{Token: 2}, true},
+		{"subject token, none waiting", manifest.KeySpec{Token: 2}, false},
+		{"header, one waiting", manifest.KeySpec{Header: "Order-Id"}, true},
+		{"header, none waiting", manifest.KeySpec{Header: "Order-Id"}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			env := newEnv(t)
+			keyed := keyedManifest(t, "    ordered: true\n    concurrency: 2\n    partitions: 2\n")
+			keyed.Functions[0].Key = &tt.key
+			h := &heldUntilReadded{handled: map[string]int{}}
+			h.holding.Store(true)
+			fns := []jetfn.Function{{Name: "fn", New: func(jetfn.Deps) (jetfn.Handler, error) { return h, nil }},
+				{Name: "fn2", New: func(jetfn.Deps) (jetfn.Handler, error) { return h, nil }}}
+			rt, err := New(env.nc, keyed, fns, WithLogger(testLogger()), WithPrune())
+			if err != nil {
+				t.Fatal(err)
+			}
+			env.run(rt)
+			publish := func(key, data string) {
+				m := nats.NewMsg("test." + key)
+				m.Header.Set("Order-Id", key)
+				m.Data = []byte(data)
+				if _, err := env.js.PublishMsg(context.Background(), m); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range 3 {
+				publish(fmt.Sprintf("k%d", i), fmt.Sprintf("before-%d", i))
+			}
+			want := map[string]int{"before-0": 1, "before-1": 1, "before-2": 1, "while-away": 1, "late": 1}
+			if tt.hold {
+				publish("k0", "held")
+				want["held"] = 1
+			}
+			runtimetest.Eventually(t, 20*time.Second, "three handled, the held one run", func() bool {
+				got := h.snapshot()
+				return got["before-0"]+got["before-1"]+got["before-2"] == 3 && (got[heldRun] > 0) == tt.hold
+			})
+			if err := rt.Apply(context.Background(), fn2Only(t)); err != nil {
+				t.Fatal(err)
+			}
+			publish("k1", "while-away")
+			h.holding.Store(false)
+			if err := rt.Apply(context.Background(), keyed); err != nil {
+				t.Fatal(err)
+			}
+			publish("k2", "late")
+			runtimetest.Eventually(t, 30*time.Second, "the late message handled and the keyed stream empty", func() bool {
+				if h.snapshot()["late"] == 0 {
+					return false
+				}
+				ks, err := env.js.Stream(context.Background(), "JETFN_KEYED_fn")
+				return err == nil && ks.CachedInfo().State.Msgs == 0
+			})
+			got := h.snapshot()
+			delete(got, heldRun)
+			if !maps.Equal(got, want) {
+				t.Fatalf("handled %v; want %v: each once, nothing from before the prune again", got, want)
+			}
+		})
+	}
+}
+
+// heldUntilReadded counts successful runs by payload; it fails the
+// message "held" while holding, counting those runs as heldRun.
+type heldUntilReadded struct {
+	mu      sync.Mutex
+	handled map[string]int
+	holding atomic.Bool
+}
+
+const heldRun = "held (failed run)"
+
+func (h *heldUntilReadded) Handle(_ context.Context, msg jetfn.Msg) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if string(msg.Data) == "held" && h.holding.Load() {
+		h.handled[heldRun]++
+		return errors.New("held until the function is added back")
+	}
+	h.handled[string(msg.Data)]++
+	return nil
+}
+
+func (h *heldUntilReadded) snapshot() map[string]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return maps.Clone(h.handled)
+}
+
+// fn2Only is the manifest of TestKeyedReaddedAfterPrune without fn.
+func fn2Only(t *testing.T) *manifest.Manifest {
+	t.Helper()
+	m, err := manifest.Parse([]byte(`
+streams:
+  - {name: TEST, subjects: ["test.>"]}
+  - {name: DEADLETTER, subjects: ["deadletter.>"]}
+functions:
+  - {name: fn2, version: 1.0.0, stream: TEST, subject: test.other}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }

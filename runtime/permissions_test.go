@@ -230,9 +230,9 @@ func startPermsCase(t *testing.T, m *manifest.Manifest, perms manifest.Permissio
 
 // startPermsCaseAfter is startPermsCase with what an earlier deployment
 // left on the server (seed runs as the admin before the runtime starts)
-// and fn's handler made by newHandler.
+// and fn's handler made by newHandler, with extra options.
 func startPermsCaseAfter(t *testing.T, m *manifest.Manifest, perms manifest.Permissions, selfProvision bool, seed func(jetstream.JetStream),
-	newHandler func(jetfn.Deps) (jetfn.Handler, error)) *permsCase {
+	newHandler func(jetfn.Deps) (jetfn.Handler, error), extra ...Option) *permsCase {
 	t.Helper()
 	url := runtimetest.StartAccountsServer(t, perms.ServerConfig())
 	admin := runtimetest.Connect(t, strings.Replace(url, "nats://", "nats://admin:admin@", 1))
@@ -244,7 +244,7 @@ func startPermsCaseAfter(t *testing.T, m *manifest.Manifest, perms manifest.Perm
 		seed(js)
 	}
 	env := &testEnv{t: t, nc: admin, js: js}
-	opts := []Option{WithDrainTimeout(100 * time.Millisecond)}
+	opts := append([]Option{WithDrainTimeout(100 * time.Millisecond)}, extra...)
 	if !selfProvision {
 		provision(t, js, m)
 		exhaustDeliveries(t, env)
@@ -257,7 +257,8 @@ func startPermsCaseAfter(t *testing.T, m *manifest.Manifest, perms manifest.Perm
 	}
 	t.Cleanup(user.Close)
 	opts = append(opts, WithLogger(slog.New(slog.NewTextHandler(log, nil))))
-	rt, err := New(user, m, []jetfn.Function{{Name: "fn", New: newHandler}}, opts...)
+	// fn2 lets a test deploy a revision without fn (TestKeyedPrunePermissionsSufficient).
+	rt, err := New(user, m, []jetfn.Function{{Name: "fn", New: newHandler}, {Name: "fn2", New: newHandler}}, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,6 +399,47 @@ func testKeyedPermissions(t *testing.T, key string) {
 	runtimetest.Eventually(t, time.Minute, "the output of the message on the recreated stream", func() bool { return p.outputs() == 1 })
 	if v := p.log.Violations(); len(v) > 0 {
 		t.Fatalf("permission violations with the --provision permissions: %v\n%s", v, p.log.String())
+	}
+}
+
+// TestKeyedPrunePermissionsSufficient: pruning a keyed function records
+// how far it got (runtime/keyedresume.go) before deleting its keyed stream;
+// with the --provision --prune permissions that takes no right they lack,
+// and the function added back resumes there.
+func TestKeyedPrunePermissionsSufficient(t *testing.T) {
+	for _, key := range []string{"{token: 3}", "{field: id}"} {
+		t.Run(key, func(t *testing.T) {
+			m := subjectManifest(t, "test.in.*", "    key: "+key+"\n    ordered: true\n    concurrency: 2\n"+
+				"    outputs:\n      - subject: test.out\n        stream: TEST\n")
+			if err := m.Validate([]string{"fn"}); err != nil {
+				t.Fatal(err)
+			}
+			// The permissions cover fn2 too, which the revision without fn runs.
+			both := subjectManifest(t, "test.in.*", "")
+			both.Functions = append(both.Functions, m.Functions[0])
+			both.Functions[0].Name, both.Functions[0].Durable, both.Functions[0].Subject = "fn2", "fn2", "test.other"
+			p := startPermsCaseAfter(t, m, both.Permissions(manifest.PermissionOptions{Provision: true, Prune: true}), true, nil,
+				permsHandler, WithPrune())
+			p.env.publish("test.in.a", `{"id":"a"}`)
+			runtimetest.Eventually(t, 20*time.Second, "the first output", func() bool { return p.outputs() == 1 })
+			none := subjectManifest(t, "test.other", "")
+			none.Functions[0].Name, none.Functions[0].Durable = "fn2", "fn2"
+			ctx := context.Background()
+			if err := p.rt.Apply(ctx, none); err != nil {
+				t.Fatal(err)
+			}
+			p.env.publish("test.in.b", `{"id":"b"}`)
+			if err := p.rt.Apply(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+			runtimetest.Eventually(t, 20*time.Second, "the second output, and the first not again", func() bool { return p.outputs() == 2 })
+			if !strings.Contains(p.log.String(), "recorded how far a pruned keyed function got") {
+				t.Fatalf("the prune recorded no position:\n%s", p.log.String())
+			}
+			if v := p.log.Violations(); len(v) > 0 {
+				t.Fatalf("permission violations with the --provision --prune permissions: %v\n%s", v, p.log.String())
+			}
+		})
 	}
 }
 

@@ -242,6 +242,13 @@ func consumerMetadata(f manifest.FunctionSpec, digest string) map[string]string 
 // start.
 func ensureConsumer(ctx context.Context, stream jetstream.Stream, f manifest.FunctionSpec, digest string, log *slog.Logger,
 	positions *positionStore) (jetstream.Consumer, error) {
+	return ensureConsumerAfter(ctx, stream, f, digest, log, positions, nil)
+}
+
+// ensureConsumerAfter is ensureConsumer with one more known floor, seen, that
+// a consumer it creates resumes after unless positions know a higher one.
+func ensureConsumerAfter(ctx context.Context, stream jetstream.Stream, f manifest.FunctionSpec, digest string, log *slog.Logger,
+	positions *positionStore, seen *knownFloor) (jetstream.Consumer, error) {
 	want := consumerConfig(f, digest)
 	existing, err := stream.Consumer(ctx, f.Durable)
 	var start *startDecision
@@ -257,7 +264,7 @@ func ensureConsumer(ctx context.Context, stream jetstream.Stream, f manifest.Fun
 			return nil, fmt.Errorf("changing the subject filter of consumer %s of function %s: %w", f.Durable, f.Name, err)
 		}
 	case errors.Is(err, jetstream.ErrConsumerNotFound):
-		d, err := decideStart(ctx, stream, f, positions, nil)
+		d, err := decideStart(ctx, stream, f, positions, seen)
 		if err != nil {
 			return nil, fmt.Errorf("deciding where consumer %s of function %s starts: %w", f.Durable, f.Name, err)
 		}
@@ -277,7 +284,7 @@ func ensureConsumer(ctx context.Context, stream jetstream.Stream, f manifest.Fun
 		// create it records its floor at once, and one that read the record
 		// after its lookup decided another start, which the server will not
 		// change. Theirs stands: take it as found.
-		return ensureConsumer(ctx, stream, f, digest, log, positions)
+		return ensureConsumerAfter(ctx, stream, f, digest, log, positions, seen)
 	}
 	if err == nil {
 		if start != nil {

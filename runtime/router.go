@@ -96,7 +96,9 @@ type router struct {
 }
 
 // newRouter binds the router's consumer on the input stream, creating it
-// when provisioning. It starts where the function's start says.
+// when provisioning. It starts where the function's start says, or, for a
+// function pruned and added back, just after what it had handled
+// (keyedresume.go).
 func (r *Runtime) newRouter(ctx context.Context, b *binding, input jetstream.Stream, m *manifest.Manifest) (*router, error) {
 	f := b.spec
 	spec := f
@@ -108,7 +110,7 @@ func (r *Runtime) newRouter(ctx context.Context, b *binding, input jetstream.Str
 			err = checkUnlimitedDeliveries(c, spec)
 		}
 	} else {
-		c, err = ensureConsumer(ctx, input, spec, m.Digest, b.log, nil)
+		c, err = r.ensureRouterConsumer(ctx, input, spec, m.Digest, b.log)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("router consumer %s: %w", spec.Durable, err)

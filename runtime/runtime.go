@@ -235,11 +235,12 @@ func (r *Runtime) Run(ctx context.Context) error {
 	defer stopWatching()
 	watchers.Go(func() { r.watchRemotes(watchCtx) })
 	m := r.currentManifest()
+	// Positions first: a keyed stream made again resumes from one.
+	r.positions = openPositions(ctx, r.js, m, !r.opts.noProvision, r.opts.log)
 	if err := r.provisionStreams(ctx, m); err != nil {
 		return err
 	}
 	r.pruneDebouncePartitions(ctx, m)
-	r.positions = openPositions(ctx, r.js, m, !r.opts.noProvision, r.opts.log)
 	r.attempts = openAttempts(ctx, r.js, m, !r.opts.noProvision, r.opts.log)
 	prepared, err := r.prepareAll(m, m.Functions)
 	if err != nil {
@@ -447,7 +448,7 @@ func (r *Runtime) provisionStreams(ctx context.Context, m *manifest.Manifest) er
 			return err
 		}
 	}
-	if err := ensureKeyedStreams(ctx, r.js, m, r.opts.log); err != nil {
+	if err := ensureKeyedStreams(ctx, r.js, m, r.positions, r.opts.log); err != nil {
 		return err
 	}
 	return ensureDebounceStreams(ctx, r.js, m)
