@@ -303,6 +303,32 @@ func recreateStream(ctx context.Context, js jetstream.JetStream, spec manifest.S
 	return ensureStream(ctx, js, spec)
 }
 
+// follow takes up the consumer and stream as the server has them now,
+// when another instance may have made them again: a stream made again
+// restarts its sequences, and a message named by the old incarnation's
+// identity would pass for the old message with the same sequence (its
+// outputs and routed copies dropped as duplicates of the old one's).
+func (h *consumerHandle) follow(ctx context.Context) error {
+	s, err := h.js.Stream(ctx, h.spec.Stream)
+	if err != nil {
+		return err
+	}
+	c, err := s.Consumer(ctx, h.spec.Durable)
+	if err != nil {
+		return err
+	}
+	created := s.CachedInfo().Created
+	h.mu.Lock()
+	same := created.Equal(h.created)
+	h.mu.Unlock()
+	if !same {
+		h.log.Info("the stream was made again by another instance; reading its new incarnation", "stream", h.spec.Stream,
+			"consumer", h.spec.Durable)
+	}
+	h.swap(c, created)
+	return nil
+}
+
 func (h *consumerHandle) swap(c jetstream.Consumer, created time.Time) {
 	h.mu.Lock()
 	h.current, h.created = c, created

@@ -279,3 +279,44 @@ func TestRouterTakesOverAfterABackfillEnded(t *testing.T) {
 	env.publish("test.in", body("in-2"))
 	env.handledExactly(rec, body("in-1"), body("b-1"), body("in-2"))
 }
+
+// TestStandbyRouterTakesUpARecreatedInput: the input stream is deleted and
+// the routing instance makes it again; then the routing passes to an
+// instance that was standing by, whose handle of the router's consumer had
+// not looked since. It must copy the new incarnation's messages under
+// their own identity. Before the fix it named them by the old one, whose
+// sequences the new stream reuses, so the keyed stream dropped them as
+// duplicates of the old messages' copies and they were never handled
+// (opscheck seed 20261207: skipped, then handled out of order when a later
+// deletion of the router's consumer copied them again).
+func TestStandbyRouterTakesUpARecreatedInput(t *testing.T) {
+	env := newEnv(t)
+	m := routedManifest(t, "    ackWait: 2s\n")
+	h := newKeyOrder(func(jetfn.Msg) bool { return false })
+	h.keyOf = fieldKey
+	instances := []*running{env.start(m, h), env.start(m, h)}
+	published := map[string][]uint64{}
+	for i := range 3 {
+		publishKeyed(t, env, published, "test.any", fmt.Sprintf("k%d", i), fmt.Sprintf("old-%d", i))
+	}
+	runtimetest.Eventually(t, 20*time.Second, "the old incarnation's messages handled", func() bool { return h.succeeded() == 3 })
+	routing := slices.IndexFunc(instances, func(r *running) bool { return r.rt.leaseOf("router.fn", m, testLogger()).holds() })
+	if routing < 0 {
+		t.Fatal("no instance holds the router's lease")
+	}
+	ctx := context.Background()
+	if err := env.js.DeleteStream(ctx, "TEST"); err != nil {
+		t.Fatal(err)
+	}
+	runtimetest.Eventually(t, 30*time.Second, "the router's consumer made again on a new input stream", func() bool {
+		_, err := env.js.Consumer(ctx, "TEST", m.Functions[0].RouterDurable())
+		return err == nil
+	})
+	if err := instances[routing].stop(t); err != nil { // the standby takes over the routing
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		publishKeyed(t, env, published, "test.any", fmt.Sprintf("k%d", i), fmt.Sprintf("new-%d", i))
+	}
+	runtimetest.Eventually(t, 30*time.Second, "the new incarnation's messages handled", func() bool { return h.succeeded() == 6 })
+}
