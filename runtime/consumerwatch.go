@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/jetfn/jetfn/manifest"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetfn/jetfn/manifest"
 )
 
 // restoreTimeout bounds one attempt to bring a consumer back: up to four
@@ -246,6 +248,14 @@ func (h *consumerHandle) recreate(ctx context.Context) error {
 	cfg := consumerConfig(h.spec, h.digest)
 	start.apply(&cfg)
 	cfg.Metadata[scopeKey] = h.scopeName() // a recreated consumer keeps its function's scope
+	if sameStream {
+		keepHandledNotes(h.get().CachedInfo().Config.Metadata, cfg.Metadata)
+	}
+	// The server removes a deleted consumer's files after it announced the
+	// deletion, as a stream's (streamDeleteSettle): one made again at once
+	// can lose its own, and every later update fails (TestFilterNotesSurviveAConsumerDeletion
+	// saw "open .../obs/fn/meta.inf.tmp: no such file or directory").
+	pause(ctx, streamDeleteSettle)
 	c, err := s.CreateOrUpdateConsumer(ctx, cfg)
 	if err != nil {
 		// Another instance may have recreated it first, from its own floor,
@@ -261,6 +271,19 @@ func (h *consumerHandle) recreate(ctx context.Context) error {
 	h.swap(c, created)
 	h.keepSchedule(ctx, s)
 	return nil
+}
+
+// keepHandledNotes copies the handled-through notes of subjects a deploy
+// dropped from the deleted consumer's metadata (have) to its replacement's
+// (want): without them, a rollback that adds such a subject back would hand
+// it over from its first message instead of after what was handled
+// (filterchange.go).
+func keepHandledNotes(have, want map[string]string) {
+	for k, v := range have {
+		if strings.HasPrefix(k, handledThroughPrefix) {
+			want[k] = v
+		}
+	}
 }
 
 // keepSchedule writes a scheduled function's schedule message again when

@@ -194,3 +194,42 @@ func (e *testEnv) handledEach(rec *recorder, want ...string) {
 		}
 	}
 }
+
+// TestFilterNotesSurviveAConsumerDeletion: a deploy drops test.b, an
+// operator deletes the consumer, jetfn makes it again, and a rollback adds
+// test.b back. What test.b got while it was dropped is handled, and what
+// was handled before the drop is not handled again. Before the fix the
+// consumer made again had lost the note of how far test.b had been
+// handled, so the rollback's backfill handed over test.b from its first
+// message (opscheck seed 20261207: a narrowed and renamed remote function,
+// its consumer deleted, then rolled back, published 37 outputs again).
+func TestFilterNotesSurviveAConsumerDeletion(t *testing.T) {
+	env := newEnv(t)
+	rec := &recorder{}
+	both := filterManifest(t, "", "test.in", "test.b")
+	rt, err := New(env.nc, both, recorderFunctions(rec), WithLogger(testLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.run(rt)
+	env.publish("test.in", "in-1")
+	env.publish("test.b", "b-1")
+	env.handledExactly(rec, "in-1", "b-1")
+
+	ctx := context.Background()
+	if err := rt.Apply(ctx, testManifest(t, "")); err != nil {
+		t.Fatal(err)
+	}
+	env.publish("test.b", "b-2") // stored while the function does not read test.b
+	if err := env.js.DeleteConsumer(ctx, "TEST", "fn"); err != nil {
+		t.Fatal(err)
+	}
+	env.publish("test.in", "in-2")
+	env.handledExactly(rec, "in-1", "b-1", "in-2") // on the consumer made again
+
+	if err := rt.Apply(ctx, both); err != nil {
+		t.Fatal(err)
+	}
+	env.publish("test.b", "b-3")
+	env.handledExactly(rec, "in-1", "b-1", "in-2", "b-2", "b-3")
+}
