@@ -475,7 +475,13 @@ func TestDebouncedPermissionsSufficient(t *testing.T) {
 // or the debouncer's consumer is made, read and removed with no
 // violation, and the message the narrow revision passed over is handled.
 func TestBackfillPermissionsSufficient(t *testing.T) {
-	outputs := "    outputs:\n      - subject: test.out\n        stream: TEST\n"
+	// ackWait 2s: a message delivered to the old revision's pull request
+	// as its drain began (100 ms here) is not the drain's to give back, and
+	// comes back one ackWait later; with the default 30 s, later than the
+	// wait below. A CI run timed out, most likely so: the debounced run came
+	// due in the very second the rollback stopped the old revision (not
+	// reproduced in 23 runs, 15 of them under load).
+	outputs := "    ackWait: 2s\n    outputs:\n      - subject: test.out\n        stream: TEST\n"
 	t.Run("routed", func(t *testing.T) { testBackfillPermissions(t, "    key: {field: id}\n    ordered: true\n"+outputs) })
 	t.Run("debounced", func(t *testing.T) { testBackfillPermissions(t, "    key: {field: id}\n    debounce: 1s\n"+outputs) })
 }
