@@ -63,27 +63,35 @@ func joinStrings(s []string) string {
 	return out
 }
 
+// narrowed runs fn on test.in and test.b, has it handle in-1 and b-1,
+// deploys a revision without test.b and stores b-2 there. It returns the
+// runtime, its recorder and the wide manifest, for a rollback.
+func (e *testEnv) narrowed() (*Runtime, *recorder, *manifest.Manifest) {
+	e.t.Helper()
+	rec := &recorder{}
+	both := filterManifest(e.t, "", "test.in", "test.b")
+	rt, err := New(e.nc, both, recorderFunctions(rec), WithLogger(testLogger()))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.run(rt)
+	e.publish("test.in", "in-1")
+	e.publish("test.b", "b-1")
+	e.handledExactly(rec, "in-1", "b-1")
+	if err := rt.Apply(context.Background(), testManifest(e.t, "")); err != nil {
+		e.t.Fatal(err)
+	}
+	e.publish("test.b", "b-2") // stored while the function does not read test.b
+	return rt, rec, both
+}
+
 // TestFilterNarrowedThenRolledBack: a deploy drops test.b, its rollback
 // adds it back. What test.b got meanwhile is handled after the rollback,
 // and nothing handled before is handled again.
 func TestFilterNarrowedThenRolledBack(t *testing.T) {
 	env := newEnv(t)
-	rec := &recorder{}
-	both := filterManifest(t, "", "test.in", "test.b")
-	rt, err := New(env.nc, both, recorderFunctions(rec), WithLogger(testLogger()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	env.run(rt)
-	env.publish("test.in", "in-1")
-	env.publish("test.b", "b-1")
-	env.handledExactly(rec, "in-1", "b-1")
-
+	rt, rec, both := env.narrowed()
 	ctx := context.Background()
-	if err := rt.Apply(ctx, testManifest(t, "")); err != nil {
-		t.Fatal(err)
-	}
-	env.publish("test.b", "b-2") // stored while the function does not read test.b
 	env.publish("test.in", "in-2")
 	env.handledExactly(rec, "in-1", "b-1", "in-2")
 
@@ -205,22 +213,8 @@ func (e *testEnv) handledEach(rec *recorder, want ...string) {
 // its consumer deleted, then rolled back, published 37 outputs again).
 func TestFilterNotesSurviveAConsumerDeletion(t *testing.T) {
 	env := newEnv(t)
-	rec := &recorder{}
-	both := filterManifest(t, "", "test.in", "test.b")
-	rt, err := New(env.nc, both, recorderFunctions(rec), WithLogger(testLogger()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	env.run(rt)
-	env.publish("test.in", "in-1")
-	env.publish("test.b", "b-1")
-	env.handledExactly(rec, "in-1", "b-1")
-
+	rt, rec, both := env.narrowed()
 	ctx := context.Background()
-	if err := rt.Apply(ctx, testManifest(t, "")); err != nil {
-		t.Fatal(err)
-	}
-	env.publish("test.b", "b-2") // stored while the function does not read test.b
 	if err := env.js.DeleteConsumer(ctx, "TEST", "fn"); err != nil {
 		t.Fatal(err)
 	}

@@ -363,25 +363,13 @@ func TestPruneRemovesDebounceStream(t *testing.T) {
 // without it (fn2 instead).
 func removeFnWithPrune(t *testing.T, env *testEnv, m *manifest.Manifest) {
 	t.Helper()
-	other, err := manifest.Parse([]byte(`
-streams:
-  - {name: TEST, subjects: ["test.>"]}
-  - {name: DEADLETTER, subjects: ["deadletter.>"]}
-functions:
-  - {name: fn2, version: 1.0.0, stream: TEST, subject: test.other}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
 	h := jetfn.HandlerFunc(func(context.Context, jetfn.Msg) error { return nil })
-	fns := []jetfn.Function{{Name: "fn", New: func(jetfn.Deps) (jetfn.Handler, error) { return h, nil }},
-		{Name: "fn2", New: func(jetfn.Deps) (jetfn.Handler, error) { return h, nil }}}
-	rt, err := New(env.nc, m, fns, WithLogger(testLogger()), WithPrune())
+	rt, err := New(env.nc, m, fnAndFn2(h), WithLogger(testLogger()), WithPrune())
 	if err != nil {
 		t.Fatal(err)
 	}
 	env.run(rt)
-	if err := rt.Apply(context.Background(), other); err != nil {
+	if err := rt.Apply(context.Background(), fn2Only(t)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -493,9 +481,7 @@ func TestKeyedReaddedAfterPrune(t *testing.T) {
 			keyed.Functions[0].Key = &tt.key
 			h := &heldUntilReadded{handled: map[string]int{}}
 			h.holding.Store(true)
-			fns := []jetfn.Function{{Name: "fn", New: func(jetfn.Deps) (jetfn.Handler, error) { return h, nil }},
-				{Name: "fn2", New: func(jetfn.Deps) (jetfn.Handler, error) { return h, nil }}}
-			rt, err := New(env.nc, keyed, fns, WithLogger(testLogger()), WithPrune())
+			rt, err := New(env.nc, keyed, fnAndFn2(h), WithLogger(testLogger()), WithPrune())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -572,7 +558,14 @@ func (h *heldUntilReadded) snapshot() map[string]int {
 	return maps.Clone(h.handled)
 }
 
-// fn2Only is the manifest of TestKeyedReaddedAfterPrune without fn.
+// fnAndFn2 registers h as fn and fn2, the function a manifest without fn
+// runs instead (fn2Only).
+func fnAndFn2(h jetfn.Handler) []jetfn.Function {
+	return []jetfn.Function{{Name: "fn", New: func(jetfn.Deps) (jetfn.Handler, error) { return h, nil }},
+		{Name: "fn2", New: func(jetfn.Deps) (jetfn.Handler, error) { return h, nil }}}
+}
+
+// fn2Only is a manifest without fn: fn2 reads test.other instead.
 func fn2Only(t *testing.T) *manifest.Manifest {
 	t.Helper()
 	m, err := manifest.Parse([]byte(`
