@@ -60,11 +60,12 @@ const (
 const keyHeader = "Bench-Key"
 
 // Config is one comparison: Messages stored over Keys keys, drained with
-// Concurrency workers (and as many partitions), Repetitions times each.
+// Concurrency workers and Partitions partitions (0: as many as workers),
+// Repetitions times each.
 type Config struct {
-	Messages, Keys, Concurrency, Repetitions int
-	Variants                                 []string
-	Progress                                 func(string)
+	Messages, Keys, Concurrency, Partitions, Repetitions int
+	Variants                                             []string
+	Progress                                             func(string)
 }
 
 // Sample is one drain: how long it took and the process's CPU time (the
@@ -76,6 +77,17 @@ type Sample struct {
 	// HeapAfter is the process's heap in use right after the drain, the
 	// server's included: what many keys leave behind.
 	HeapAfter uint64
+}
+
+// PartitionCount is how many partitions the partitioned variants use. More
+// partitions than workers keep more messages ready when each partition
+// has one pending: the question is whether that closes the gap to
+// unordered without a window per partition.
+func (cfg Config) PartitionCount() int {
+	if cfg.Partitions > 0 {
+		return cfg.Partitions
+	}
+	return cfg.Concurrency
 }
 
 // Rate is messages per second.
@@ -157,7 +169,7 @@ func inputStream(cfg Config, v string) jetstream.StreamConfig {
 	sc := jetstream.StreamConfig{Name: stream, Subjects: []string{"bench.>"}}
 	if v == IngestPartitioned || v == IngestCeiling {
 		sc.SubjectTransform = &jetstream.SubjectTransformConfig{Source: subject,
-			Destination: fmt.Sprintf("bench.{{partition(%d,1)}}.{{wildcard(1)}}", cfg.Concurrency)}
+			Destination: fmt.Sprintf("bench.{{partition(%d,1)}}.{{wildcard(1)}}", cfg.PartitionCount())}
 	}
 	return sc
 }
@@ -197,9 +209,9 @@ func startVariant(ctx context.Context, nc *nats.Conn, ns *server.Server, cfg Con
 	case Unordered:
 		return startJetfn(ctx, nc, cfg, "", count)
 	case Ordered:
-		return startJetfn(ctx, nc, cfg, fmt.Sprintf("    key: {token: 2}\n    ordered: true\n    partitions: %d\n", cfg.Concurrency), count)
+		return startJetfn(ctx, nc, cfg, fmt.Sprintf("    key: {token: 2}\n    ordered: true\n    partitions: %d\n", cfg.PartitionCount()), count)
 	case Routed:
-		return startJetfn(ctx, nc, cfg, fmt.Sprintf("    key: {header: %s}\n    ordered: true\n    partitions: %d\n", keyHeader, cfg.Concurrency), count)
+		return startJetfn(ctx, nc, cfg, fmt.Sprintf("    key: {header: %s}\n    ordered: true\n    partitions: %d\n", keyHeader, cfg.PartitionCount()), count)
 	case Partitioned:
 		return startPartitioned(ctx, nc, cfg, 1, count)
 	case CopyCeiling:
@@ -250,7 +262,7 @@ func startPartitioned(ctx context.Context, nc *nats.Conn, cfg Config, pending in
 	if err != nil {
 		return nil, err
 	}
-	p := cfg.Concurrency
+	p := cfg.PartitionCount()
 	ks := "PARTITIONED"
 	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: ks, Retention: jetstream.WorkQueuePolicy,
 		Sources: []*jetstream.StreamSource{{Name: stream, SubjectTransforms: []jetstream.SubjectTransformConfig{
@@ -269,7 +281,7 @@ func startIngestPartitioned(ctx context.Context, nc *nats.Conn, cfg Config, pend
 	if err != nil {
 		return nil, err
 	}
-	return consumePartitions(ctx, js, stream, cfg.Concurrency, "bench.%d.*", pending, count)
+	return consumePartitions(ctx, js, stream, cfg.PartitionCount(), "bench.%d.*", pending, count)
 }
 
 // consumePartitions reads stream s with p partition consumers, consumer i

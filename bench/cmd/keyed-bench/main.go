@@ -24,7 +24,8 @@ func main() {
 		Variants: []string{keyed.Unordered, keyed.Ordered, keyed.Routed, keyed.Partitioned, keyed.IngestPartitioned, keyed.CopyCeiling, keyed.IngestCeiling}}
 	flag.IntVar(&cfg.Messages, "messages", cfg.Messages, "backlog of each drain, 128 B messages")
 	flag.IntVar(&cfg.Keys, "keys", cfg.Keys, "distinct keys the backlog is spread over")
-	flag.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "workers, and the ordered variants' partitions")
+	flag.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "workers, and the partitioned variants' partitions unless -partitions is set")
+	flag.IntVar(&cfg.Partitions, "partitions", 0, "partitions of the partitioned variants (0: as many as -concurrency)")
 	flag.IntVar(&cfg.Repetitions, "reps", cfg.Repetitions, "repetitions of each variant, alternated")
 	variants := flag.String("variants", strings.Join(cfg.Variants, ","), "variants to run")
 	profile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (server included) to this file")
@@ -46,7 +47,7 @@ func main() {
 		log.Print(err)
 		return
 	}
-	fmt.Printf("%d messages over %d keys, concurrency %d, %d repetitions alternated\n\n", cfg.Messages, cfg.Keys, cfg.Concurrency, cfg.Repetitions)
+	fmt.Printf("%d messages over %d keys, concurrency %d, %d partitions, %d repetitions alternated\n\n", cfg.Messages, cfg.Keys, cfg.Concurrency, cfg.PartitionCount(), cfg.Repetitions)
 	fmt.Printf("%-26s %12s %10s %14s %12s\n", "variant", "msgs/s", "spread", "µs CPU/msg", "vs unordered")
 	base := median(samples, keyed.Unordered, cfg.Messages)
 	for _, v := range cfg.Variants {
