@@ -302,12 +302,16 @@ func sharedKeySubjects(bucket string, f FunctionSpec, provision bool) []string {
 }
 
 // positionSubjects are what recording f's consumer position needs (the
-// bucket's info and a put on its two keys) and, with provisioning, what
+// bucket's info and a put on its three keys) and, with provisioning, what
 // creating the consumer needs to resume from one: the bucket's creation
-// and a direct get of each key it looks up (its own, and its previous
-// name's).
+// and a direct get of each key it looks up (its own, its previous name's,
+// its lineage's). The lineage key is named by the function's scope, the
+// name it was first created under, which a rename chain can leave
+// anywhere among the stream's functions: hence a wildcard over the
+// stream's lineage keys.
 func positionSubjects(f FunctionSpec, provision bool) []string {
-	stream, keys := "KV_"+PositionsBucket, []string{"consumer." + f.Stream + "." + f.Durable, "function." + f.Stream + "." + f.Name}
+	stream, keys := "KV_"+PositionsBucket, []string{"consumer." + f.Stream + "." + f.Durable, "function." + f.Stream + "." + f.Name,
+		"scope." + f.Stream + ".*"}
 	out := []string{"$JS.API.STREAM.INFO." + stream}
 	for _, k := range keys {
 		out = append(out, "$KV."+PositionsBucket+"."+k)

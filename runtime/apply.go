@@ -230,6 +230,9 @@ func (r *Runtime) retire(ctx context.Context, old, m *manifest.Manifest, plan ma
 	var out []*active
 	for _, name := range plan.Removed {
 		if a := r.find(name); a != nil {
+			if lineageContinues(a, started) {
+				a.b.consumer.handedOver.Store(true)
+			}
 			out = append(out, a)
 		}
 	}
@@ -253,6 +256,17 @@ func (r *Runtime) retire(ctx context.Context, old, m *manifest.Manifest, plan ma
 			r.pruneConsumer(ctx, old, m, name)
 		}
 	}
+}
+
+// lineageContinues reports whether one of started carries removed's scope
+// on another durable of its stream: a rename, whose new name records the
+// lineage's position from now on (positions.go, lineageKey), and whose
+// record the old name's last one must not overwrite.
+func lineageContinues(removed *active, started []*active) bool {
+	return removed.b.consumer != nil && slices.ContainsFunc(started, func(s *active) bool {
+		return s.b.spec.Stream == removed.b.spec.Stream && s.b.spec.Durable != removed.b.spec.Durable &&
+			s.b.scope.get() == removed.b.scope.get()
+	})
 }
 
 // stopConcurrently drains every one of all at once.

@@ -38,7 +38,7 @@ func catchUpReturningDurable(ctx context.Context, js jetstream.JetStream, stream
 	if err != nil {
 		return // missing: ensureConsumer creates it from the records
 	}
-	ahead, ok := furtherUnderAnotherDurable(ctx, stream, spec, positions)
+	ahead, ok := furtherUnderAnotherDurable(ctx, stream, spec, scopeOf(c.CachedInfo().Config, spec), positions)
 	if !ok {
 		return
 	}
@@ -68,21 +68,30 @@ type aheadPosition struct {
 	filter  []string
 }
 
-// furtherUnderAnotherDurable is the function's own position record when
-// it names another durable on this stream incarnation, with that
+// furtherUnderAnotherDurable is the furthest of the function's own
+// position record and its lineage's (scope, a rename it returns from),
+// when it names another durable on this stream incarnation, with that
 // consumer's live floor and filter when it still exists.
-func furtherUnderAnotherDurable(ctx context.Context, stream jetstream.Stream, spec manifest.FunctionSpec,
+func furtherUnderAnotherDurable(ctx context.Context, stream jetstream.Stream, spec manifest.FunctionSpec, scope string,
 	positions *positionStore) (aheadPosition, bool) {
-	pos, err := positions.lookup(ctx, spec.Stream, "", spec.Name)
-	if err != nil || pos == nil || pos.Durable == spec.Durable || pos.StreamIdentity != StreamIdentity(stream.CachedInfo().Created) {
-		return aheadPosition{}, false
+	identity := StreamIdentity(stream.CachedInfo().Created)
+	var best aheadPosition
+	found := false
+	for _, key := range []string{functionKey(spec.Stream, spec.Name), lineageKey(spec.Stream, scope)} {
+		pos, err := positions.lookupOn(ctx, identity, key)
+		if err != nil || pos == nil || pos.Durable == spec.Durable {
+			continue
+		}
+		ahead := aheadPosition{durable: pos.Durable, floor: pos.AckFloor, filter: pos.Filter}
+		if other, err := stream.Consumer(ctx, pos.Durable); err == nil {
+			info := other.CachedInfo()
+			ahead.floor, ahead.filter = max(ahead.floor, info.AckFloor.Stream), filtersOf(info.Config)
+		}
+		if !found || ahead.floor > best.floor {
+			best, found = ahead, true
+		}
 	}
-	ahead := aheadPosition{durable: pos.Durable, floor: pos.AckFloor, filter: pos.Filter}
-	if other, err := stream.Consumer(ctx, pos.Durable); err == nil {
-		info := other.CachedInfo()
-		ahead.floor, ahead.filter = max(ahead.floor, info.AckFloor.Stream), filtersOf(info.Config)
-	}
-	return ahead, true
+	return best, found
 }
 
 func sorted(s []string) []string {

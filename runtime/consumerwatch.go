@@ -61,9 +61,10 @@ type consumerHandle struct {
 	// consumer's unchanged floor is not written again every look.
 	recorded atomic.Uint64
 	// handedOver is set when an Apply moved the function to another
-	// durable: this consumer's floor is recorded under its own key only,
-	// so the function's record keeps naming the durable that carries it
-	// on (catchup.go reads it).
+	// durable, or its lineage to a function renamed from it: this
+	// consumer's floor is recorded under its own key only, so the
+	// function's and the lineage's records keep naming the durable that
+	// carries it on (catchup.go reads them).
 	handedOver atomic.Bool
 	// quiet is set for a backfill consumer, which the instance that
 	// finishes it deletes: missing is its end, not a fault.

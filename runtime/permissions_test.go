@@ -110,6 +110,7 @@ func TestPermissionOptions(t *testing.T) {
 			"$JS.API.STREAM.CREATE.KV_jetfn-positions", "$JS.API.STREAM.CREATE.KV_jetfn-attempts", "$JS.API.INFO",
 			"$JS.API.DIRECT.GET.KV_jetfn-positions.$KV.jetfn-positions.consumer.TEST.fn",
 			"$JS.API.DIRECT.GET.KV_jetfn-positions.$KV.jetfn-positions.function.TEST.fn",
+			"$JS.API.DIRECT.GET.KV_jetfn-positions.$KV.jetfn-positions.scope.TEST.*",
 			// A schedule an earlier revision kept, to end (runtime/schedule.go).
 			"test.in.jetfn-schedule", "$JS.API.STREAM.MSG.GET.TEST", "$JS.API.DIRECT.GET.TEST.test.in.jetfn-schedule",
 			"$JS.API.CONSUMER.CREATE.TEST.fn", "$JS.API.CONSUMER.CREATE.TEST.fn.>",

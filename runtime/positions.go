@@ -44,6 +44,13 @@ type position struct {
 func consumerKey(stream, durable string) string  { return "consumer." + stream + "." + durable }
 func functionKey(stream, function string) string { return "function." + stream + "." + function }
 
+// lineageKey is a third key: by the scope the function's outputs are named
+// by, which it keeps through renames (scope.go). A rollback that goes
+// back to an older name carries no renamedFrom, since the name it leaves
+// is the newer one; it finds under this key how far the function got
+// under that newer name.
+func lineageKey(stream, scope string) string { return "scope." + stream + "." + scope }
+
 // positionStore records and looks up positions. A nil kv (no bucket, and
 // no right to create one) makes it do nothing: consumers then start as
 // the manifest says.
@@ -57,20 +64,26 @@ func openPositions(ctx context.Context, js jetstream.JetStream, m *manifest.Mani
 }
 
 // record stores pos under its consumer key and, asFunction, under its
-// function key too (not for a durable the function has moved off). A
-// failure is logged once, not returned: a position is a fallback, and the
-// next look records again.
+// function and lineage keys too (not for a durable the function has moved
+// off). A failure is logged once, not returned: a position is a fallback,
+// and the next look records again.
 func (p *positionStore) record(ctx context.Context, pos position, asFunction bool) {
 	if p == nil || p.kv == nil {
 		return
 	}
 	pos.At = time.Now().UTC()
 	raw, err := json.Marshal(pos)
-	if err == nil {
-		_, err = p.kv.Put(ctx, consumerKey(pos.Stream, pos.Durable), raw)
+	keys := []string{consumerKey(pos.Stream, pos.Durable)}
+	if asFunction {
+		keys = append(keys, functionKey(pos.Stream, pos.Function))
+		if pos.Scope != "" {
+			keys = append(keys, lineageKey(pos.Stream, pos.Scope))
+		}
 	}
-	if err == nil && asFunction {
-		_, err = p.kv.Put(ctx, functionKey(pos.Stream, pos.Function), raw)
+	for _, key := range keys {
+		if err == nil {
+			_, err = p.kv.Put(ctx, key, raw)
+		}
 	}
 	p.wrote(err, "recording a consumer position", "consumer", pos.Durable)
 }
@@ -82,6 +95,12 @@ func (p *positionStore) lookup(ctx context.Context, stream, durable string, func
 	if p == nil || p.kv == nil {
 		return nil, nil
 	}
+	return p.first(ctx, func(position) bool { return true }, positionKeys(stream, durable, functions...)...)
+}
+
+// positionKeys are the keys lookup reads, in its order: durable's
+// consumer key, then each function's key; empty names are left out.
+func positionKeys(stream, durable string, functions ...string) []string {
 	var keys []string
 	if durable != "" {
 		keys = append(keys, consumerKey(stream, durable))
@@ -91,6 +110,22 @@ func (p *positionStore) lookup(ctx context.Context, stream, durable string, func
 			keys = append(keys, functionKey(stream, f))
 		}
 	}
+	return keys
+}
+
+// lookupOn is the first position recorded under keys on the stream
+// incarnation identity, passing over records of a stream since deleted:
+// their sequences mean nothing on this one, and a later key may hold one
+// that does.
+func (p *positionStore) lookupOn(ctx context.Context, identity string, keys ...string) (*position, error) {
+	if p == nil || p.kv == nil {
+		return nil, nil
+	}
+	return p.first(ctx, func(pos position) bool { return pos.StreamIdentity == identity }, keys...)
+}
+
+// first is the first position recorded under keys that ok accepts.
+func (p *positionStore) first(ctx context.Context, ok func(position) bool, keys ...string) (*position, error) {
 	for _, key := range keys {
 		entry, err := p.kv.Get(ctx, key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -103,7 +138,9 @@ func (p *positionStore) lookup(ctx context.Context, stream, durable string, func
 		if err := json.Unmarshal(entry.Value(), &pos); err != nil {
 			return nil, fmt.Errorf("reading recorded position %s: %w", key, err)
 		}
-		return &pos, nil
+		if ok(pos) {
+			return &pos, nil
+		}
 	}
 	return nil, nil
 }

@@ -73,17 +73,33 @@ func decideStart(ctx context.Context, s jetstream.Stream, f manifest.FunctionSpe
 }
 
 // knownFloors are the floors recorded for f's consumer, or for the
-// function it was renamed from, on this incarnation of the stream, and the
-// live floor of the consumer such a record names if it still exists.
+// function it was renamed from, on this incarnation of the stream; the one
+// recorded for its lineage under another durable (a rename it returns
+// from), when that durable read every subject f reads; and the live floor
+// of the consumer such a record names if it still exists.
 func knownFloors(ctx context.Context, s jetstream.Stream, f manifest.FunctionSpec, positions *positionStore) ([]knownFloor, error) {
-	info := s.CachedInfo()
-	pos, err := positions.lookup(ctx, f.Stream, f.Durable, f.Name, f.RenamedFrom)
-	if err != nil || pos == nil {
+	identity := StreamIdentity(s.CachedInfo().Created)
+	own, err := positions.lookupOn(ctx, identity, positionKeys(f.Stream, f.Durable, f.Name, f.RenamedFrom)...)
+	if err != nil {
 		return nil, err
 	}
-	if pos.StreamIdentity != StreamIdentity(info.Created) {
-		return nil, nil // recorded on a stream since deleted: its sequences mean nothing here
+	lineage, err := positions.lookupOn(ctx, identity, lineageKey(f.Stream, decideScope(ctx, s, f, positions)))
+	if err != nil {
+		return nil, err
 	}
+	var known []knownFloor
+	if own != nil {
+		known = append(known, recordedFloors(ctx, s, f, *own)...)
+	}
+	if lineage != nil && lineage.Durable != f.Durable && coversAll(lineage.Filter, f.FilterSubjects()) {
+		known = append(known, recordedFloors(ctx, s, f, *lineage)...)
+	}
+	return known, nil
+}
+
+// recordedFloors are pos's floor and, when pos names another durable that
+// still exists, that consumer's live floor.
+func recordedFloors(ctx context.Context, s jetstream.Stream, f manifest.FunctionSpec, pos position) []knownFloor {
 	known := []knownFloor{{floor: pos.AckFloor, from: fmt.Sprintf("recorded for consumer %s at %s",
 		pos.Durable, pos.At.Format(time.RFC3339))}}
 	if pos.Durable != f.Durable {
@@ -92,7 +108,7 @@ func knownFloors(ctx context.Context, s jetstream.Stream, f manifest.FunctionSpe
 				from: "the live ack floor of consumer " + pos.Durable + ", which this one replaces"})
 		}
 	}
-	return known, nil
+	return known
 }
 
 // manifestStart is the function's start when no position is known.

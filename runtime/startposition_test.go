@@ -226,13 +226,26 @@ func logLine(logs, msg string) string {
 func TestFunctionRenamed(t *testing.T) {
 	env := newEnv(t)
 	rec := &recorder{}
-	fns := append(recorderFunctions(rec), jetfn.Function{Name: "fn-renamed", New: func(jetfn.Deps) (jetfn.Handler, error) { return rec, nil }})
-	rt, err := New(env.nc, testManifest(t, ""), fns, WithLogger(testLogger()))
+	rt, err := New(env.nc, testManifest(t, ""), renameFunctions(rec), WithLogger(testLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	env.handledThree(rt, rec)
-	renamed, err := manifest.Parse([]byte(`
+	if err := rt.Apply(context.Background(), renamedManifest(t)); err != nil {
+		t.Fatal(err)
+	}
+	env.wantOnlyTheLateOne(rec, "fn-renamed")
+}
+
+// renameFunctions are fn and fn-renamed, both handled by rec.
+func renameFunctions(rec *recorder) []jetfn.Function {
+	return append(recorderFunctions(rec), jetfn.Function{Name: "fn-renamed", New: func(jetfn.Deps) (jetfn.Handler, error) { return rec, nil }})
+}
+
+// renamedManifest is testManifest with fn renamed fn-renamed.
+func renamedManifest(t *testing.T) *manifest.Manifest {
+	t.Helper()
+	m, err := manifest.Parse([]byte(`
 streams:
   - {name: TEST, subjects: ["test.>"]}
   - {name: DEADLETTER, subjects: ["deadletter.>"]}
@@ -242,10 +255,73 @@ functions:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := rt.Apply(context.Background(), renamed); err != nil {
+	return m
+}
+
+// TestFunctionRenamedBack: a deploy renames fn to fn-renamed, a later one
+// (a rollback) goes back to fn, which names no renamedFrom: fn-renamed is
+// the newer name. fn's consumer still stands where the rename left it.
+// What fn-renamed handled must not be handled again. Before the fix fn
+// found only its own records and handled "while-renamed" twice.
+func TestFunctionRenamedBack(t *testing.T) {
+	env := newEnv(t)
+	rec := &recorder{}
+	rt, err := New(env.nc, testManifest(t, ""), renameFunctions(rec), WithLogger(testLogger()))
+	if err != nil {
 		t.Fatal(err)
 	}
-	env.wantOnlyTheLateOne(rec, "fn-renamed")
+	env.handledThree(rt, rec)
+	if err := rt.Apply(context.Background(), renamedManifest(t)); err != nil {
+		t.Fatal(err)
+	}
+	env.publish("test.in", "while-renamed")
+	runtimetest.Eventually(t, 10*time.Second, "handled under fn-renamed", func() bool { return env.settled("TEST", "fn-renamed", 4) })
+	if err := rt.Apply(context.Background(), testManifest(t, "")); err != nil {
+		t.Fatal(err)
+	}
+	env.wantOnlyTheLateOne(rec, "fn", "while-renamed")
+}
+
+// TestFunctionRenamedBackOnARecreatedStream: fn handles three messages, an
+// operator deletes the stream, fn-renamed (renamedFrom fn) makes it again
+// and handles three more, and a rollback goes back to fn. fn's only
+// record of its own is of the deleted stream. What fn-renamed handled on
+// the new one must not be handled again. Found by test/opscheck (seed
+// 20261208: a renamed remote function rolled back after GREETINGS was
+// recreated dead-lettered its messages a second time); before the fix fn
+// started from the new stream's first message.
+func TestFunctionRenamedBackOnARecreatedStream(t *testing.T) {
+	env := newEnv(t)
+	rec := &recorder{}
+	rt, err := New(env.nc, testManifest(t, ""), renameFunctions(rec), WithLogger(testLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.handledThree(rt, rec).stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.js.DeleteStream(context.Background(), "TEST"); err != nil {
+		t.Fatal(err)
+	}
+	rt, err = New(env.nc, renamedManifest(t), renameFunctions(rec), WithLogger(testLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	renamed := env.run(rt)
+	for i := range 3 {
+		env.publish("test.in", fmt.Sprintf("new-%d", i))
+	}
+	runtimetest.Eventually(t, 10*time.Second, "handled under fn-renamed", func() bool { return env.settled("TEST", "fn-renamed", 3) })
+	if err := renamed.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	rt, err = New(env.nc, testManifest(t, ""), renameFunctions(rec), WithLogger(testLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.run(rt)
+	env.publish("test.in", "late")
+	env.handledExactly(rec, "before-0", "before-1", "before-2", "new-0", "new-1", "new-2", "late")
 }
 
 // TestRenamedFunctionKeepsItsScope: a function renamed with renamedFrom
