@@ -226,15 +226,23 @@ func logLine(logs, msg string) string {
 func TestFunctionRenamed(t *testing.T) {
 	env := newEnv(t)
 	rec := &recorder{}
-	rt, err := New(env.nc, testManifest(t, ""), renameFunctions(rec), WithLogger(testLogger()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	env.handledThree(rt, rec)
-	if err := rt.Apply(context.Background(), renamedManifest(t)); err != nil {
-		t.Fatal(err)
-	}
+	env.renamedAfterThree(rec)
 	env.wantOnlyTheLateOne(rec, "fn-renamed")
+}
+
+// renamedAfterThree runs fn with rec behind it, has it handle three
+// messages, then deploys fn renamed fn-renamed; it returns the runtime.
+func (e *testEnv) renamedAfterThree(rec *recorder) *Runtime {
+	e.t.Helper()
+	rt, err := New(e.nc, testManifest(e.t, ""), renameFunctions(rec), WithLogger(testLogger()))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.handledThree(rt, rec)
+	if err := rt.Apply(context.Background(), renamedManifest(e.t)); err != nil {
+		e.t.Fatal(err)
+	}
+	return rt
 }
 
 // renameFunctions are fn and fn-renamed, both handled by rec.
@@ -261,19 +269,13 @@ functions:
 // TestFunctionRenamedBack: a deploy renames fn to fn-renamed, a later one
 // (a rollback) goes back to fn, which names no renamedFrom: fn-renamed is
 // the newer name. fn's consumer still stands where the rename left it.
-// What fn-renamed handled must not be handled again. Before the fix fn
-// found only its own records and handled "while-renamed" twice.
+// What fn-renamed handled must not be handled again. Found by
+// test/opscheck (seed 20261209: 25 outputs again, past the window); before
+// the fix fn found only its own records and handled "while-renamed" twice.
 func TestFunctionRenamedBack(t *testing.T) {
 	env := newEnv(t)
 	rec := &recorder{}
-	rt, err := New(env.nc, testManifest(t, ""), renameFunctions(rec), WithLogger(testLogger()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	env.handledThree(rt, rec)
-	if err := rt.Apply(context.Background(), renamedManifest(t)); err != nil {
-		t.Fatal(err)
-	}
+	rt := env.renamedAfterThree(rec)
 	env.publish("test.in", "while-renamed")
 	runtimetest.Eventually(t, 10*time.Second, "handled under fn-renamed", func() bool { return env.settled("TEST", "fn-renamed", 4) })
 	if err := rt.Apply(context.Background(), testManifest(t, "")); err != nil {
