@@ -200,13 +200,16 @@ type document struct {
 type effects struct {
 	docs map[string][]document
 	// eventCounts is each recording's eventCount, timeline how many
-	// timeline entries (distinct events) it has.
-	eventCounts map[string]int
-	timeline    map[string]int
+	// timeline entries (distinct events) it has, countedWithoutEntry the
+	// tokens of the events it counted that have no timeline entry.
+	eventCounts         map[string]int
+	timeline            map[string]int
+	countedWithoutEntry map[string][]string
 }
 
 func scanEffects(ctx context.Context, db *mongo.Database) (*effects, error) {
-	e := &effects{docs: map[string][]document{}, eventCounts: map[string]int{}, timeline: map[string]int{}}
+	e := &effects{docs: map[string][]document{}, eventCounts: map[string]int{}, timeline: map[string]int{},
+		countedWithoutEntry: map[string][]string{}}
 	var greetings []struct {
 		ID   string `bson:"_id"`
 		Name string `bson:"name"`
@@ -223,17 +226,30 @@ func scanEffects(ctx context.Context, db *mongo.Database) (*effects, error) {
 	if err := findAll(ctx, db.Collection(events.RecordingEventsCollection), &timeline); err != nil {
 		return nil, err
 	}
+	entries := map[string]bool{}
 	for _, t := range timeline {
 		tok, rec := timelineToken(t.ID)
 		e.docs[tok] = append(e.docs[tok], document{ID: t.ID, Token: tok})
 		e.timeline[rec]++
+		entries[t.ID] = true
 	}
-	var recs []events.Recording
+	var recs []struct {
+		events.Recording `bson:",inline"`
+		// Counted holds "<event>:<ts>" of every event the recording
+		// counted (publish-recording-event's store.go).
+		Counted []string `bson:"counted"`
+	}
 	if err := findAll(ctx, db.Collection(events.RecordingsCollection), &recs); err != nil {
 		return nil, err
 	}
 	for _, r := range recs {
 		e.eventCounts[r.ID] = r.EventCount
+		for _, key := range r.Counted {
+			if id := r.ID + ":" + key; !entries[id] {
+				tok, _ := timelineToken(id)
+				e.countedWithoutEntry[r.ID] = append(e.countedWithoutEntry[r.ID], tok)
+			}
+		}
 	}
 	return e, nil
 }

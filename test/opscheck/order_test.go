@@ -18,7 +18,8 @@ type history struct {
 func newHistoryOf() *history {
 	t0 := time.Now()
 	return &history{t0: t0, o: &observed{book: newLedger(), window: time.Minute, settleStart: t0.Add(time.Hour),
-		effects: &effects{docs: map[string][]document{}, eventCounts: map[string]int{}, timeline: map[string]int{}}}}
+		effects: &effects{docs: map[string][]document{}, eventCounts: map[string]int{}, timeline: map[string]int{},
+			countedWithoutEntry: map[string][]string{}}}}
 }
 
 // input publishes the next good recording input of recording rec, stored
@@ -221,6 +222,37 @@ func TestCountCheck(t *testing.T) {
 		vs := check(h.o)
 		if len(vs) != 1 || vs[0].What != tt.want || !strings.Contains(vs[0].Evidence[0], in.RecordingID) {
 			t.Errorf("eventCount off by %d: violations %+v, want one %s", tt.delta, vs, tt.want)
+		}
+	}
+}
+
+// TestCountCheckExcusesADeletedRepair: an event counted without its
+// timeline entry (a delivery that failed between the two, then
+// dead-lettered) is excused when a stream deletion exposed its input,
+// since the deletion took the message whose replay would have inserted
+// the entry (seed 20261209), and is still an event counted twice when
+// nothing was deleted.
+func TestCountCheckExcusesADeletedRepair(t *testing.T) {
+	for _, deleted := range []bool{true, false} {
+		h := newHistoryOf()
+		h.input(0, Careful, 1, time.Second, 10)
+		half := h.input(0, Careful, 2, 2*time.Second)
+		h.o.effects.eventCounts[half.RecordingID]++
+		h.o.effects.countedWithoutEntry[half.RecordingID] = []string{half.Token}
+		if deleted {
+			h.o.deletions = []deletion{{Stream: recordingStream, Start: h.t0.Add(3 * time.Second), End: h.t0.Add(4 * time.Second)}}
+		}
+		var counts []Violation
+		for _, v := range check(h.o) {
+			if v.What == VDoubleCount || v.What == VCountLost {
+				counts = append(counts, v)
+			}
+		}
+		if deleted && len(counts) != 0 {
+			t.Errorf("stream deleted after the input: count violations %+v, want none", counts)
+		}
+		if !deleted && (len(counts) != 1 || counts[0].What != VDoubleCount) {
+			t.Errorf("nothing deleted: count violations %+v, want one %s", counts, VDoubleCount)
 		}
 	}
 }
