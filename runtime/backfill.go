@@ -27,9 +27,10 @@ const backfillCheckEvery = time.Second
 // prepareFilterChange makes the backfill consumer a change of the main
 // consumer's filter (from existing's to want's) needs before the change is
 // made, and writes the notes and the backfill's name into want's metadata.
-// An unfinished backfill is folded into the new one.
+// An unfinished backfill is folded into the new one, and what the
+// function's lineage handled under another durable is left out of it.
 func prepareFilterChange(ctx context.Context, stream jetstream.Stream, existing jetstream.Consumer, f manifest.FunctionSpec,
-	digest string, want *jetstream.ConsumerConfig) error {
+	digest string, want *jetstream.ConsumerConfig, positions *positionStore) error {
 	info := existing.CachedInfo()
 	have := filtersOf(info.Config)
 	change := diffFilters(have, filtersOf(*want))
@@ -48,6 +49,9 @@ func prepareFilterChange(ctx context.Context, stream jetstream.Stream, existing 
 	plan := planFilterChange(change, have, want.Metadata, info.Delivered.Stream, start)
 	if running {
 		plan = foldBackfill(plan, old, oldFloor, filtersOf(*want), have, want.Metadata)
+	}
+	if ahead, ok := furtherUnderAnotherDurable(ctx, stream, f, scopeOf(info.Config, f), positions); ok {
+		plan = plan.after(ahead, info.Delivered.Stream)
 	}
 	delete(want.Metadata, backfillKey)
 	if oldName != "" {
@@ -101,6 +105,32 @@ func deleteConsumer(ctx context.Context, stream jetstream.Stream, name string) e
 		return fmt.Errorf("deleting consumer %s: %w", name, err)
 	}
 	return nil
+}
+
+// after moves each subject's start past what the function handled under
+// another durable that read it (a rename this consumer returns from, with
+// fewer subjects than it reads now): below that durable's ack floor every
+// message of its subjects had its effects. A subject left with nothing
+// before delivered, where the main consumer takes over, is dropped, and
+// with it a plan that has no subject left.
+func (p *backfillPlan) after(ahead aheadPosition, delivered uint64) *backfillPlan {
+	if p == nil {
+		return nil
+	}
+	for s, from := range p.from {
+		if !coversAll(ahead.filter, []string{s}) {
+			continue
+		}
+		if from = max(from, ahead.floor+1); from > delivered {
+			delete(p.from, s)
+		} else {
+			p.from[s] = from
+		}
+	}
+	if len(p.from) == 0 {
+		return nil
+	}
+	return p
 }
 
 // startSeq is the first sequence of a subject the function never read, as

@@ -17,8 +17,10 @@ import (
 // once the detour lasted longer. So before binding an existing consumer
 // jetfn compares it with the function's own position record: when that
 // names another durable on this incarnation of the stream, further along,
-// and that durable read every subject this one reads, jetfn moves this
-// consumer up to just after it (the server's consumer reset) and logs it.
+// and that durable read every subject this one reads (as it stands, and as
+// the deploy changes it), jetfn moves this consumer up to just after it
+// (the server's consumer reset) and logs it. A filter the deploy widens is
+// then backfilled only from past that floor (backfill.go, after).
 //
 // A detour that read fewer subjects is left alone, with a warning: moving
 // the consumer up would skip what the detour did not read, and handing
@@ -48,7 +50,7 @@ func catchUpReturningDurable(ctx context.Context, js jetstream.JetStream, stream
 		return
 	}
 	attrs := []any{"consumer", spec.Durable, "ack_floor", behind, "other_consumer", ahead.durable, "other_ack_floor", ahead.floor}
-	if !slices.Equal(sorted(filtersOf(info.Config)), sorted(spec.FilterSubjects())) || !coversAll(ahead.filter, spec.FilterSubjects()) {
+	if !coversAll(ahead.filter, append(filtersOf(info.Config), spec.FilterSubjects()...)) {
 		log.Warn("consumer is behind what the function handled under another durable, which did not read the same subjects: "+
 			"it resumes where it stopped, and what it hands again is handled again", attrs...)
 		return
@@ -92,12 +94,6 @@ func furtherUnderAnotherDurable(ctx context.Context, stream jetstream.Stream, sp
 		}
 	}
 	return best, found
-}
-
-func sorted(s []string) []string {
-	s = slices.Clone(s)
-	slices.Sort(s)
-	return s
 }
 
 // coversAll reports whether every subject (which may hold wildcards) is

@@ -260,7 +260,7 @@ func ensureConsumerAfter(ctx context.Context, stream jetstream.Stream, f manifes
 			return existing, nil
 		}
 		warnIfOtherManifest(log, have, want, f, digest)
-		if err := prepareFilterChange(ctx, stream, existing, f, digest, &want); err != nil {
+		if err := prepareFilterChange(ctx, stream, existing, f, digest, &want, positions); err != nil {
 			return nil, fmt.Errorf("changing the subject filter of consumer %s of function %s: %w", f.Durable, f.Name, err)
 		}
 	case errors.Is(err, jetstream.ErrConsumerNotFound):

@@ -393,3 +393,61 @@ func TestDurableRenamedBack(t *testing.T) {
 	}
 	env.wantOnlyTheLateOne(rec, "fn", "while-renamed")
 }
+
+// TestRenamedFunctionWidenedAfterItsLineageRead: fn reads test.a and
+// test.b; fn-renamed (renamedFrom fn) reads test.a only; a rollback to fn
+// handles b-2; then fn-renamed comes back reading both. Its consumer never
+// read test.b, but its lineage did, through b-2: the backfill of test.b
+// starts after that, not at the stream's start. Found by test/opscheck
+// (seed 20261211: 84 outputs again); before the fix b-1 and b-2 were
+// handled twice.
+func TestRenamedFunctionWidenedAfterItsLineageRead(t *testing.T) {
+	env := newEnv(t)
+	rec := &recorder{}
+	both := filterManifest(t, "", "test.a", "test.b")
+	rt, err := New(env.nc, both, renameFunctions(rec), WithLogger(testLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.run(rt)
+	env.publish("test.a", "a-1")
+	env.publish("test.b", "b-1")
+	runtimetest.Eventually(t, 10*time.Second, "fn handled a-1 and b-1", func() bool { return env.settled("TEST", "fn", 2) })
+	renamed := func(subjects ...string) *manifest.Manifest {
+		m := renamedManifest(t)
+		m.Functions[0].Subject, m.Functions[0].Subjects = "", subjects
+		if err := m.Validate([]string{"fn-renamed"}); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	if err := rt.Apply(context.Background(), renamed("test.a")); err != nil {
+		t.Fatal(err)
+	}
+	env.publish("test.a", "a-2")
+	runtimetest.Eventually(t, 10*time.Second, "fn-renamed handled a-2", func() bool { return env.settled("TEST", "fn-renamed", 3) })
+	if err := rt.Apply(context.Background(), both); err != nil {
+		t.Fatal(err)
+	}
+	env.publish("test.b", "b-2")
+	runtimetest.Eventually(t, 10*time.Second, "fn handled b-2", func() bool { return env.settled("TEST", "fn", 4) })
+	if err := rt.Apply(context.Background(), renamed("test.a", "test.b")); err != nil {
+		t.Fatal(err)
+	}
+	env.publish("test.b", "late")
+	count := map[string]int{}
+	runtimetest.Eventually(t, 15*time.Second, "late handled", func() bool {
+		clear(count)
+		for _, d := range rec.all() {
+			count[string(d.msg.Data)]++
+		}
+		return count["late"] > 0
+	})
+	// a-2 may run twice: the rollback to fn found fn's consumer behind a
+	// detour that read fewer subjects (docs/guarantees.md).
+	for _, data := range []string{"a-1", "b-1", "b-2", "late"} {
+		if count[data] != 1 {
+			t.Errorf("%s handled %d times, want once (all: %v)", data, count[data], count)
+		}
+	}
+}
