@@ -50,7 +50,7 @@ func catchUpReturningDurable(ctx context.Context, js jetstream.JetStream, stream
 		return
 	}
 	attrs := []any{"consumer", spec.Durable, "ack_floor", behind, "other_consumer", ahead.durable, "other_ack_floor", ahead.floor}
-	if !coversAll(ahead.filter, append(filtersOf(info.Config), spec.FilterSubjects()...)) {
+	if !coversAll(ahead.filter, slices.Concat(filtersOf(info.Config), spec.FilterSubjects())) {
 		log.Warn("consumer is behind what the function handled under another durable, which did not read the same subjects: "+
 			"it resumes where it stopped, and what it hands again is handled again", attrs...)
 		return

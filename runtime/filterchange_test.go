@@ -44,9 +44,15 @@ func (e *testEnv) handledExactly(rec *recorder, want ...string) {
 // filterManifest is testManifest's, reading subjects instead of test.in.
 func filterManifest(t *testing.T, extra string, subjects ...string) *manifest.Manifest {
 	t.Helper()
-	m := testManifest(t, extra)
+	return readingSubjects(t, testManifest(t, extra), subjects...)
+}
+
+// readingSubjects has m's only function read subjects instead of its one
+// subject, and revalidates m.
+func readingSubjects(t *testing.T, m *manifest.Manifest, subjects ...string) *manifest.Manifest {
+	t.Helper()
 	m.Functions[0].Subject, m.Functions[0].Subjects = "", subjects
-	if err := m.Validate([]string{"fn"}); err != nil {
+	if err := m.Validate([]string{m.Functions[0].Name}); err != nil {
 		t.Fatal(err)
 	}
 	return m

@@ -414,12 +414,7 @@ func TestRenamedFunctionWidenedAfterItsLineageRead(t *testing.T) {
 	env.publish("test.b", "b-1")
 	runtimetest.Eventually(t, 10*time.Second, "fn handled a-1 and b-1", func() bool { return env.settled("TEST", "fn", 2) })
 	renamed := func(subjects ...string) *manifest.Manifest {
-		m := renamedManifest(t)
-		m.Functions[0].Subject, m.Functions[0].Subjects = "", subjects
-		if err := m.Validate([]string{"fn-renamed"}); err != nil {
-			t.Fatal(err)
-		}
-		return m
+		return readingSubjects(t, renamedManifest(t), subjects...)
 	}
 	if err := rt.Apply(context.Background(), renamed("test.a")); err != nil {
 		t.Fatal(err)
