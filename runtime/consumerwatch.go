@@ -66,6 +66,9 @@ type consumerHandle struct {
 	// function's and the lineage's records keep naming the durable that
 	// carries it on (catchup.go reads them).
 	handedOver atomic.Bool
+	// into is, for a router's consumer, the identity of the keyed stream
+	// it copies into, recorded with its floor (position.Into).
+	into string
 	// quiet is set for a backfill consumer, which the instance that
 	// finishes it deletes: missing is its end, not a fault.
 	quiet bool
@@ -92,7 +95,7 @@ func (h *consumerHandle) record(ctx context.Context) {
 		return
 	}
 	h.positions.record(ctx, position{Function: h.spec.Name, Stream: h.spec.Stream, StreamIdentity: h.streamIdentity(),
-		Durable: h.spec.Durable, AckFloor: floor, Filter: h.spec.FilterSubjects(), Scope: h.scopeName()}, !h.handedOver.Load())
+		Durable: h.spec.Durable, AckFloor: floor, Filter: h.spec.FilterSubjects(), Scope: h.scopeName(), Into: h.into}, !h.handedOver.Load())
 }
 
 // scopeName is the binding's scope, or the function's name for a handle

@@ -199,7 +199,7 @@ func (r *Runtime) connectParts(ctx context.Context, b *binding, input jetstream.
 	}
 	b.parts = parts
 	if b.spec.IsRouted() {
-		rt, err := r.newRouter(ctx, b, input, m)
+		rt, err := r.newRouter(ctx, b, input, StreamIdentity(ks.CachedInfo().Created), m)
 		if err != nil {
 			return err
 		}

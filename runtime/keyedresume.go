@@ -182,13 +182,39 @@ func resumeSourceAfterPrune(ctx context.Context, js jetstream.JetStream, f manif
 	return nil
 }
 
-// ensureRouterConsumer is the router's consumer spec on the input,
-// made after the floor recorded when the function was pruned, if one was.
-func (r *Runtime) ensureRouterConsumer(ctx context.Context, input jetstream.Stream, spec manifest.FunctionSpec, digest string,
+// ensureRouterConsumer is the router's consumer spec on the input, made
+// after the higher of the floor recorded when the function was pruned and
+// the router's own recorded floor on the keyed stream identified by into.
+// Without its own floor, a router consumer an operator deleted while every
+// instance was down copied the whole input again, and past the keyed
+// stream's duplicate window every message was handled again (opscheck
+// seed 20261212).
+func (r *Runtime) ensureRouterConsumer(ctx context.Context, input jetstream.Stream, spec manifest.FunctionSpec, into, digest string,
 	log *slog.Logger) (jetstream.Consumer, error) {
 	known, err := resumeFloor(ctx, r.positions, input, spec)
 	if err != nil {
 		return nil, err
 	}
+	copied, err := copiedFloor(ctx, r.positions, input, spec, into)
+	if err != nil {
+		return nil, err
+	}
+	if known == nil || copied != nil && copied.floor > known.floor {
+		known = copied
+	}
 	return ensureConsumerAfter(ctx, input, spec, digest, log, nil, known)
+}
+
+// copiedFloor is the floor the router of keyed function f (spec is its
+// consumer's) recorded on input's present incarnation while copying into
+// the keyed stream identified by into. A record made for another keyed
+// stream (one a prune deleted, with the copies still waiting in it) counts
+// for nothing: those copies are gone, and resumeFloor says what was handled.
+func copiedFloor(ctx context.Context, positions *positionStore, input jetstream.Stream, spec manifest.FunctionSpec, into string) (*knownFloor, error) {
+	pos, err := positions.lookupOn(ctx, StreamIdentity(input.CachedInfo().Created), consumerKey(spec.Stream, spec.Durable))
+	if err != nil || pos == nil || into == "" || pos.Into != into {
+		return nil, err
+	}
+	return &knownFloor{floor: pos.AckFloor, from: fmt.Sprintf("copied into the keyed stream, recorded for consumer %s at %s",
+		pos.Durable, pos.At.Format(time.RFC3339))}, nil
 }

@@ -34,8 +34,12 @@ type position struct {
 	Filter         []string `json:"filter"`
 	// Scope is the name the function's outputs and dead letters are scoped
 	// by (scope.go).
-	Scope string    `json:"scope,omitempty"`
-	At    time.Time `json:"at"`
+	Scope string `json:"scope,omitempty"`
+	// Into is, for a keyed function's router, the identity of the keyed
+	// stream its copies went into: its floor says what was copied, and
+	// copies count only while that keyed stream lives (keyedresume.go).
+	Into string    `json:"into,omitempty"`
+	At   time.Time `json:"at"`
 }
 
 // consumerKey and functionKey are the two keys a position is recorded

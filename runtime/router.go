@@ -96,10 +96,11 @@ type router struct {
 }
 
 // newRouter binds the router's consumer on the input stream, creating it
-// when provisioning. It starts where the function's start says, or, for a
-// function pruned and added back, just after what it had handled
+// when provisioning. It starts where the function's start says, or just
+// after what it had copied into the keyed stream identified by into, or,
+// for a function pruned and added back, just after what it had handled
 // (keyedresume.go).
-func (r *Runtime) newRouter(ctx context.Context, b *binding, input jetstream.Stream, m *manifest.Manifest) (*router, error) {
+func (r *Runtime) newRouter(ctx context.Context, b *binding, input jetstream.Stream, into string, m *manifest.Manifest) (*router, error) {
 	f := b.spec
 	spec := f
 	spec.Durable, spec.Concurrency, spec.MaxAckPending = f.RouterDurable(), 1, routeBatch
@@ -110,7 +111,7 @@ func (r *Runtime) newRouter(ctx context.Context, b *binding, input jetstream.Str
 			err = checkUnlimitedDeliveries(c, spec)
 		}
 	} else {
-		c, err = r.ensureRouterConsumer(ctx, input, spec, m.Digest, b.log)
+		c, err = r.ensureRouterConsumer(ctx, input, spec, into, m.Digest, b.log)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("router consumer %s: %w", spec.Durable, err)
@@ -125,6 +126,7 @@ func (r *Runtime) newRouter(ctx context.Context, b *binding, input jetstream.Str
 	// input again.
 	rb.consumer = newConsumerHandle(r.js, spec, streamSpec, m.Digest, !r.opts.noProvision, rb.log, c, input.CachedInfo().Created, r.positions)
 	rb.consumer.scope = rb.scope
+	rb.consumer.into = into
 	bf, err := r.bindBackfill(ctx, rb, input, m)
 	if err != nil {
 		return nil, err
@@ -138,6 +140,9 @@ func (r *Runtime) newRouter(ctx context.Context, b *binding, input jetstream.Str
 // after every failure.
 func (rt *router) run(ctx context.Context) {
 	defer rt.lease.use()()
+	// The floor at the stop, for a router consumer lost before the function
+	// runs again (ensureRouterConsumer); the watch records it meanwhile.
+	defer rt.b.consumer.recordNow(context.WithoutCancel(ctx))
 	go rt.b.consumer.watch(ctx)
 	routing := false
 	for ctx.Err() == nil {
