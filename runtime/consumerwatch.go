@@ -47,6 +47,10 @@ type consumerHandle struct {
 	// created is when the stream we know was made: a stream recreated by
 	// someone else restarts its sequences.
 	created time.Time
+	// made is when the consumer we hold was made: one made at another
+	// time was made again by someone else, maybe on a new incarnation of
+	// the stream (refresh).
+	made time.Time
 	// ackFloor is the consumer's ack floor when last seen. A recreated
 	// consumer starts just after it: what it redelivers was handled at
 	// least once already, and handlers are idempotent; starting from the
@@ -80,7 +84,7 @@ type consumerHandle struct {
 func newConsumerHandle(js jetstream.JetStream, spec manifest.FunctionSpec, stream manifest.StreamSpec, digest string, provision bool,
 	log *slog.Logger, c jetstream.Consumer, created time.Time, positions *positionStore) *consumerHandle {
 	h := &consumerHandle{js: js, spec: spec, stream: stream, digest: digest, provision: provision, log: log,
-		positions: positions, current: c, created: created, kick: make(chan struct{}, 1)}
+		positions: positions, current: c, created: created, made: c.CachedInfo().Created, kick: make(chan struct{}, 1)}
 	h.ackFloor.Store(c.CachedInfo().AckFloor.Stream)
 	h.setIdentity(created)
 	h.recorded.Store(^uint64(0)) // nothing recorded yet
@@ -112,10 +116,31 @@ func (h *consumerHandle) scopeName() string {
 func (h *consumerHandle) recordNow(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, consumerInfoTimeout)
 	defer cancel()
-	if info, err := h.get().Info(ctx); err == nil {
+	if info, err := h.refresh(ctx); err == nil {
 		h.ackFloor.Store(info.AckFloor.Stream)
 		h.record(ctx)
 	}
+}
+
+// refresh reads the consumer's info from the server. When the consumer
+// there was made after the one this handle holds, another instance made it
+// again, maybe on a stream made again too: the handle follows it first, so
+// the floor it reads is recorded under the stream incarnation it counts
+// in. A handle that does not pull (a standby router) learns of it only
+// here; before, its next record put the new consumer's floor under the old
+// identity, over the good record (opscheck seed 20261211).
+func (h *consumerHandle) refresh(ctx context.Context) (*jetstream.ConsumerInfo, error) {
+	h.mu.Lock()
+	c, made := h.current, h.made
+	h.mu.Unlock()
+	info, err := c.Info(ctx)
+	if err != nil || info.Created.Equal(made) {
+		return info, err
+	}
+	if err := h.follow(ctx); err != nil {
+		return nil, fmt.Errorf("following consumer %s, made again: %w", h.spec.Durable, err)
+	}
+	return h.get().CachedInfo(), nil
 }
 
 func (h *consumerHandle) setIdentity(created time.Time) {
@@ -168,7 +193,7 @@ func (h *consumerHandle) watch(ctx context.Context) {
 func (h *consumerHandle) look(ctx context.Context) {
 	infoCtx, cancel := context.WithTimeout(ctx, consumerInfoTimeout)
 	defer cancel()
-	info, err := h.get().Info(infoCtx)
+	info, err := h.refresh(infoCtx)
 	if err == nil {
 		h.ackFloor.Store(info.AckFloor.Stream)
 		h.record(infoCtx)
@@ -358,7 +383,7 @@ func (h *consumerHandle) follow(ctx context.Context) error {
 
 func (h *consumerHandle) swap(c jetstream.Consumer, created time.Time) {
 	h.mu.Lock()
-	h.current, h.created = c, created
+	h.current, h.created, h.made = c, created, c.CachedInfo().Created
 	h.mu.Unlock()
 	h.setIdentity(created)
 	h.ackFloor.Store(c.CachedInfo().AckFloor.Stream)

@@ -1,0 +1,75 @@
+package runtime
+
+import (
+	"context"
+	"testing"
+)
+
+// TestLookFollowsAConsumerMadeAgainElsewhere: another instance made the
+// stream and the consumer again (an operator deleted the stream) while
+// this handle did not pull, as a standby router does not. Its next look
+// records the floor under the new incarnation's identity. Before, it
+// recorded the new consumer's floor under the old identity, overwriting
+// the good record, and a router consumer deleted later with every
+// instance down was made again from the input's first message (opscheck
+// seed 20261211: 50 dead letters written twice).
+func TestLookFollowsAConsumerMadeAgainElsewhere(t *testing.T) {
+	env := newEnv(t)
+	ctx := context.Background()
+	m := testManifest(t, "")
+	f := m.Functions[0]
+	streamSpec, _ := m.Stream(f.Stream)
+	if err := ensureStream(ctx, env.js, streamSpec); err != nil {
+		t.Fatal(err)
+	}
+	positions := openPositions(ctx, env.js, m, true, testLogger())
+	s, err := env.js.Stream(ctx, f.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.CreateOrUpdateConsumer(ctx, consumerConfig(f, m.Digest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newConsumerHandle(env.js, f, streamSpec, m.Digest, true, testLogger(), c, s.CachedInfo().Created, positions)
+
+	// Elsewhere: the stream is deleted and made again, with the consumer,
+	// and the consumer acknowledges one message of the new incarnation.
+	if err := env.js.DeleteStream(ctx, f.Stream); err != nil {
+		t.Fatal(err)
+	}
+	if err := recreateStream(ctx, env.js, streamSpec); err != nil {
+		t.Fatal(err)
+	}
+	s, err = env.js.Stream(ctx, f.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := s.CreateOrUpdateConsumer(ctx, consumerConfig(f, m.Digest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.publish("test.in", "new-1")
+	batch, err := again.Fetch(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for msg := range batch.Messages() {
+		if err := msg.DoubleAck(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	h.look(ctx)
+	now := StreamIdentity(s.CachedInfo().Created)
+	pos, err := positions.lookup(ctx, f.Stream, f.Durable)
+	if err != nil || pos == nil {
+		t.Fatalf("no position recorded (%v)", err)
+	}
+	if pos.StreamIdentity != now || pos.AckFloor != 1 {
+		t.Fatalf("recorded floor %d on incarnation %s; want floor 1 on the stream's present incarnation %s", pos.AckFloor, pos.StreamIdentity, now)
+	}
+	if got := h.streamIdentity(); got != now {
+		t.Fatalf("the handle reads incarnation %s; want %s", got, now)
+	}
+}
