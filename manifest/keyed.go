@@ -232,6 +232,17 @@ func keyedPositionKey(f FunctionSpec) string {
 	return "$KV." + PositionsBucket + ".consumer." + f.Stream + "." + f.KeyedStreamName()
 }
 
+// unkeyedSubjects are what a plain function's instance needs, when it
+// makes the function's consumer, to find out how far the function got if
+// it was ordered before (runtime/unkeyed.go): the keyed stream it may have
+// left and that stream's first message, the router's consumer, and a
+// message of the input found by time.
+func unkeyedSubjects(f FunctionSpec) []string {
+	ks := f.KeyedStreamName()
+	return []string{"$JS.API.STREAM.INFO." + ks, "$JS.API.STREAM.MSG.GET." + ks,
+		"$JS.API.CONSUMER.INFO." + f.Stream + "." + f.RouterDurable(), "$JS.API.STREAM.MSG.GET." + f.Stream}
+}
+
 // keyedPruneSubjects are what pruning keyed function f needs besides the
 // deletions: reading its keyed stream's first message and, for a
 // subject-token key, a message of the input found by time, to record how

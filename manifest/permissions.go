@@ -161,6 +161,8 @@ func (m *Manifest) Permissions(o PermissionOptions) Permissions {
 		}
 		if f.IsKeyed() {
 			pub.add(keyedSubjects(f, o.Provision)...)
+		} else if o.Provision && !f.IsDebounced() {
+			pub.add(unkeyedSubjects(f)...)
 		}
 		if f.IsDebounced() {
 			pub.add(debounceSubjects(f, o.Provision)...)

@@ -30,17 +30,21 @@ import (
 // outputs deduplicated inside the window.
 
 // catchUpReturningDurable moves spec's existing consumer up to the ack
-// floor the function reached under another durable, when that is safe;
-// otherwise it leaves the consumer as it is, with a warning when it is
-// behind. It never fails the bind: a consumer it cannot move is bound
+// floor the function reached under another durable, or through its keyed
+// stream (keyed, nil when it was not keyed: unkeyed.go), when that is
+// safe; otherwise it leaves the consumer as it is, with a warning when it
+// is behind. It never fails the bind: a consumer it cannot move is bound
 // where it stands, as before.
 func catchUpReturningDurable(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, spec manifest.FunctionSpec,
-	positions *positionStore, log *slog.Logger) {
+	positions *positionStore, log *slog.Logger, keyed *aheadPosition) {
 	c, err := stream.Consumer(ctx, spec.Durable)
 	if err != nil {
 		return // missing: ensureConsumer creates it from the records
 	}
 	ahead, ok := furtherUnderAnotherDurable(ctx, stream, spec, scopeOf(c.CachedInfo().Config, spec), positions)
+	if keyed != nil && (!ok || keyed.floor > ahead.floor) {
+		ahead, ok = *keyed, true
+	}
 	if !ok {
 		return
 	}

@@ -71,7 +71,11 @@ type consumerHandle struct {
 	// carries it on (catchup.go reads them).
 	handedOver atomic.Bool
 	// into is, for a router's consumer, the identity of the keyed stream
-	// it copies into, recorded with its floor (position.Into).
+	// it copies into, recorded with its floor (position.Into). Such a
+	// floor counts messages copied, not handled, so it is recorded under
+	// the router's own key only, never as the function's: a plain
+	// consumer made from it later (the function no longer ordered) would
+	// pass over what still waits in the keyed stream.
 	into string
 	// quiet is set for a backfill consumer, which the instance that
 	// finishes it deletes: missing is its end, not a fault.
@@ -99,7 +103,7 @@ func (h *consumerHandle) record(ctx context.Context) {
 		return
 	}
 	h.positions.record(ctx, position{Function: h.spec.Name, Stream: h.spec.Stream, StreamIdentity: h.streamIdentity(),
-		Durable: h.spec.Durable, AckFloor: floor, Filter: h.spec.FilterSubjects(), Scope: h.scopeName(), Into: h.into}, !h.handedOver.Load())
+		Durable: h.spec.Durable, AckFloor: floor, Filter: h.spec.FilterSubjects(), Scope: h.scopeName(), Into: h.into}, !h.handedOver.Load() && h.into == "")
 }
 
 // scopeName is the binding's scope, or the function's name for a handle

@@ -24,6 +24,10 @@ import (
 // where the manifest's start says, by default at the input's first
 // message: every message handled again.
 
+// lookupByTimeTimeout bounds storedBefore's request, as nats.go's default
+// bounds the JetStream API requests it makes itself.
+const lookupByTimeTimeout = 5 * time.Second
+
 // keyedSlot is where a keyed function's handled floor is recorded: the
 // durable of its positions key. No consumer is named after a keyed stream.
 func keyedSlot(f manifest.FunctionSpec) string { return f.KeyedStreamName() }
@@ -63,12 +67,23 @@ func keyedHandledFloor(ctx context.Context, js jetstream.JetStream, input jetstr
 	if err != nil {
 		return 0, false, err
 	}
+	router := ""
+	if f.IsRouted() {
+		router = f.RouterDurable()
+	}
+	return handledThrough(ctx, js, input, ks, router)
+}
+
+// handledThrough is keyedHandledFloor for keyed stream ks, filled by the
+// router whose consumer on input is named router, or by the server's
+// source when router is empty.
+func handledThrough(ctx context.Context, js jetstream.JetStream, input, ks jetstream.Stream, router string) (uint64, bool, error) {
 	floor, waiting, err := beforeFirstWaiting(ctx, ks)
 	if err != nil || waiting {
 		return floor, waiting, err
 	}
-	if f.IsRouted() {
-		c, err := input.Consumer(ctx, f.RouterDurable())
+	if router != "" {
+		c, err := input.Consumer(ctx, router)
 		if err != nil {
 			return 0, false, err
 		}
@@ -115,6 +130,10 @@ func beforeFirstWaiting(ctx context.Context, ks jetstream.Stream) (uint64, bool,
 // the server's own lookup by time (a message get with start_time, which
 // nats.go does not offer) finds the first one at or after it.
 func storedBefore(ctx context.Context, js jetstream.JetStream, input jetstream.Stream, at time.Time) (uint64, error) {
+	// A plain request waits as long as ctx does, and one the server never
+	// answers (a permission it refuses) would hold a deploy forever.
+	ctx, cancel := context.WithTimeout(ctx, lookupByTimeTimeout)
+	defer cancel()
 	info, err := input.Info(ctx)
 	if err != nil {
 		return 0, err

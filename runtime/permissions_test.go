@@ -113,6 +113,8 @@ func TestPermissionOptions(t *testing.T) {
 			"$JS.API.DIRECT.GET.KV_jetfn-positions.$KV.jetfn-positions.scope.TEST.*",
 			// A schedule an earlier revision kept, to end (runtime/schedule.go).
 			"test.in.jetfn-schedule", "$JS.API.STREAM.MSG.GET.TEST", "$JS.API.DIRECT.GET.TEST.test.in.jetfn-schedule",
+			// How far the function got if a revision ordered it (runtime/unkeyed.go).
+			"$JS.API.STREAM.INFO.JETFN_KEYED_fn", "$JS.API.STREAM.MSG.GET.JETFN_KEYED_fn", "$JS.API.CONSUMER.INFO.TEST.fn-router",
 			"$JS.API.CONSUMER.CREATE.TEST.fn", "$JS.API.CONSUMER.CREATE.TEST.fn.>",
 			// A deploy turning debounce on or off looks for the other mode's consumer.
 			"$JS.API.CONSUMER.INFO.TEST.fn-debouncer",
@@ -514,5 +516,47 @@ func testBackfillPermissions(t *testing.T, spec string) {
 	runtimetest.Eventually(t, 20*time.Second, "the passed-over message's output", func() bool { return p.outputs() == 2 })
 	if v := p.log.Violations(); len(v) > 0 {
 		t.Fatalf("permission violations with the --provision permissions: %v\n%s", v, p.log.String())
+	}
+}
+
+// TestUnkeyedPermissionsSufficient: an ordered function rolled back to a
+// plain one, as a user with the --provision permissions of both revisions.
+// The plain consumer's creation reads how far the ordered function got
+// (its keyed stream, its router's consumer, runtime/unkeyed.go) with no
+// violation, and resumes after it: the first message is not handled again.
+func TestUnkeyedPermissionsSufficient(t *testing.T) {
+	for _, key := range []string{"{token: 3}", "{field: id}"} {
+		t.Run(key, func(t *testing.T) {
+			plainSpec := "    outputs:\n      - subject: test.out\n        stream: TEST\n"
+			ordered := subjectManifest(t, "test.in.*", "    key: "+key+"\n    ordered: true\n    concurrency: 2\n"+plainSpec)
+			plain := subjectManifest(t, "test.in.*", plainSpec)
+			for _, m := range []*manifest.Manifest{ordered, plain} {
+				if err := m.Validate([]string{"fn"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			opts := manifest.PermissionOptions{Provision: true}
+			perms, plainPerms := ordered.Permissions(opts), plain.Permissions(opts)
+			perms.Publish = append(perms.Publish, plainPerms.Publish...)
+			perms.Subscribe = append(perms.Subscribe, plainPerms.Subscribe...)
+			p := startPermsCaseAfter(t, ordered, perms, true, nil, permsHandler)
+			p.env.publish("test.in.a", `{"id":"a"}`)
+			runtimetest.Eventually(t, 20*time.Second, "the first output", func() bool { return p.outputs() == 1 })
+			if err := p.rt.Apply(context.Background(), plain); err != nil {
+				t.Fatal(err)
+			}
+			p.env.publish("test.in.b", `{"id":"b"}`)
+			runtimetest.Eventually(t, 20*time.Second, "the second output", func() bool { return p.outputs() >= 2 })
+			runtimetest.Eventually(t, 10*time.Second, "the plain consumer settled", func() bool { return p.env.settled("TEST", "fn", 1) })
+			if n := p.outputs(); n != 2 {
+				t.Fatalf("%d outputs; want 2: the first message not handled again\n%s", n, p.log.String())
+			}
+			if !strings.Contains(p.log.String(), "handled in key order through keyed stream") {
+				t.Fatalf("the plain consumer did not resume after the ordered function:\n%s", p.log.String())
+			}
+			if v := p.log.Violations(); len(v) > 0 {
+				t.Fatalf("permission violations with the --provision permissions of both revisions: %v\n%s", v, p.log.String())
+			}
+		})
 	}
 }

@@ -457,8 +457,9 @@ func (r *Runtime) provisionStreams(ctx context.Context, m *manifest.Manifest) er
 func (r *Runtime) consumer(ctx context.Context, stream jetstream.Stream, spec manifest.FunctionSpec, digest string,
 	log *slog.Logger) (jetstream.Consumer, error) {
 	if !r.opts.noProvision {
-		catchUpReturningDurable(ctx, r.js, stream, spec, r.positions, log)
-		return ensureConsumer(ctx, stream, spec, digest, log, r.positions)
+		keyed := aheadWhileKeyed(ctx, r.js, stream, spec, log)
+		catchUpReturningDurable(ctx, r.js, stream, spec, r.positions, log, keyed)
+		return ensureConsumerAfter(ctx, stream, spec, digest, log, r.positions, keyed.known())
 	}
 	c, err := stream.Consumer(ctx, spec.Durable)
 	if err != nil {

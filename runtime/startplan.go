@@ -91,7 +91,15 @@ func planStart(ctx context.Context, js jetstream.JetStream, f manifest.FunctionS
 	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return p, fmt.Errorf("looking up consumer %s: %w", f.Durable, err)
 	}
-	d, err := decideStart(ctx, s, f, positions, nil)
+	keyed, wasKeyed, err := handledWhileKeyed(ctx, js, s, f)
+	if err != nil {
+		return p, err
+	}
+	var seen *knownFloor
+	if wasKeyed {
+		seen = keyed.known()
+	}
+	d, err := decideStart(ctx, s, f, positions, seen)
 	if err != nil {
 		return p, err
 	}
