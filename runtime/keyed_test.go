@@ -486,14 +486,7 @@ func TestKeyedReaddedAfterPrune(t *testing.T) {
 				t.Fatal(err)
 			}
 			env.run(rt)
-			publish := func(key, data string) {
-				m := nats.NewMsg("test." + key)
-				m.Header.Set("Order-Id", key)
-				m.Data = []byte(data)
-				if _, err := env.js.PublishMsg(context.Background(), m); err != nil {
-					t.Fatal(err)
-				}
-			}
+			publish := env.publishKeyed
 			for i := range 3 {
 				publish(fmt.Sprintf("k%d", i), fmt.Sprintf("before-%d", i))
 			}
@@ -592,14 +585,7 @@ func TestRouterConsumerDeletedWhileDown(t *testing.T) {
 	m := keyedManifest(t, "    ordered: true\n    concurrency: 2\n    partitions: 2\n")
 	m.Functions[0].Key = &manifest.KeySpec{Header: "Order-Id"}
 	h := &heldUntilReadded{handled: map[string]int{}}
-	publish := func(key, data string) {
-		msg := nats.NewMsg("test." + key)
-		msg.Header.Set("Order-Id", key)
-		msg.Data = []byte(data)
-		if _, err := env.js.PublishMsg(context.Background(), msg); err != nil {
-			t.Fatal(err)
-		}
-	}
+	publish := env.publishKeyed
 	first := env.start(m, h)
 	for i := range 3 {
 		publish(fmt.Sprintf("k%d", i), fmt.Sprintf("before-%d", i))
@@ -664,5 +650,17 @@ func deleteKeyedConsumers(t *testing.T, env *testEnv, f manifest.FunctionSpec) {
 	}
 	if names.Err() != nil {
 		t.Fatal(names.Err())
+	}
+}
+
+// publishKeyed publishes data on test.<key> with key in its Order-Id
+// header too, so a subject-token and a header key read the same key.
+func (e *testEnv) publishKeyed(key, data string) {
+	e.t.Helper()
+	msg := nats.NewMsg("test." + key)
+	msg.Header.Set("Order-Id", key)
+	msg.Data = []byte(data)
+	if _, err := e.js.PublishMsg(context.Background(), msg); err != nil {
+		e.t.Fatal(err)
 	}
 }

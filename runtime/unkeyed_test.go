@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/jetfn/jetfn/manifest"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
 )
@@ -46,14 +44,7 @@ func testRolledBackToUnordered(t *testing.T, key manifest.KeySpec, restart, wasP
 	unordered.Functions[0].Key = nil
 	h := &heldUntilReadded{handled: map[string]int{}}
 	h.holding.Store(true)
-	publish := func(key, data string) {
-		msg := nats.NewMsg("test." + key)
-		msg.Header.Set("Order-Id", key)
-		msg.Data = []byte(data)
-		if _, err := env.js.PublishMsg(context.Background(), msg); err != nil {
-			t.Fatal(err)
-		}
-	}
+	publish := env.publishKeyed
 	want := map[string]int{"before-0": 1, "before-1": 1, "before-2": 1, "held": 1, "late": 1}
 	var r *running
 	if wasPlain {
