@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -232,4 +233,36 @@ func TestFilterNotesSurviveAConsumerDeletion(t *testing.T) {
 	}
 	env.publish("test.b", "b-3")
 	env.handledExactly(rec, "in-1", "b-1", "in-2", "b-2", "b-3")
+}
+
+// TestDurableRenamedAndWidened: one deploy renames the durable and adds a
+// subject (opscheck seed 20261217 on a 3-node cluster: 40 messages lost).
+// The new durable resumes after the old one's floor, which read only
+// test.in; what test.b already stored is handed over as any added
+// subject's is, once. Before, it started after that floor on every
+// subject, and b-1 was never handled.
+func TestDurableRenamedAndWidened(t *testing.T) {
+	env := newEnv(t)
+	rec := &recorder{}
+	rt, err := New(env.nc, testManifest(t, ""), recorderFunctions(rec), WithLogger(testLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.handledThree(rt, rec)
+	env.publish("test.b", "b-1") // below the floor fn-v2 resumes after
+	env.publish("test.in", "in-4")
+	runtimetest.Eventually(t, 10*time.Second, "in-4 acknowledged", func() bool { return env.settled("TEST", "fn", 5) })
+	widened := filterManifest(t, "    durable: fn-v2\n", "test.in", "test.b")
+	plans, err := PlanStarts(context.Background(), env.js, widened)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plans) != 1 || !strings.Contains(plans[0].Start, "handed over") {
+		t.Fatalf("jetfn check --server would say %+v; want the hand-over of test.b said", plans)
+	}
+	if err := rt.Apply(context.Background(), widened); err != nil {
+		t.Fatal(err)
+	}
+	env.publish("test.in", "late")
+	env.handledExactly(rec, "before-0", "before-1", "before-2", "in-4", "b-1", "late")
 }

@@ -270,6 +270,9 @@ func ensureConsumerAfter(ctx context.Context, stream jetstream.Stream, f manifes
 		}
 		d.apply(&want)
 		want.Metadata[scopeKey] = decideScope(ctx, stream, f, positions)
+		if err := handOverUnread(ctx, stream, f, digest, d, &want); err != nil {
+			return nil, fmt.Errorf("handing over what consumer %s of function %s starts past: %w", f.Durable, f.Name, err)
+		}
 		start = &d
 	default:
 		return nil, fmt.Errorf("looking up consumer %s of function %s: %w", f.Durable, f.Name, err)
@@ -283,7 +286,9 @@ func ensureConsumerAfter(ctx context.Context, stream jetstream.Stream, f manifes
 		// Instances starting at once all find no consumer; the first to
 		// create it records its floor at once, and one that read the record
 		// after its lookup decided another start, which the server will not
-		// change. Theirs stands: take it as found.
+		// change. Theirs stands: take it as found, without the backfill
+		// this one made unless theirs names it too.
+		dropUnnamedBackfill(ctx, stream, f, want.Metadata[backfillKey], log)
 		return ensureConsumerAfter(ctx, stream, f, digest, log, positions, seen)
 	}
 	if err == nil {

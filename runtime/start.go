@@ -19,7 +19,11 @@ type startDecision struct {
 	// resumed is true when a known position decided it, false when the
 	// manifest's start did.
 	resumed bool
-	why     string
+	// readBy is, when resumed, the filter of the durable whose floor
+	// decided it, nil when that durable read every subject this one reads
+	// (handover.go hands over the others).
+	readBy []string
+	why    string
 }
 
 // apply sets the decision on a consumer config.
@@ -39,6 +43,9 @@ func (d startDecision) apply(cfg *jetstream.ConsumerConfig) {
 type knownFloor struct {
 	floor uint64
 	from  string
+	// filter is what the durable that reached floor read; nil: everything
+	// the consumer being created reads.
+	filter []string
 }
 
 // decideStart picks where f's consumer starts on the stream described by
@@ -68,7 +75,11 @@ func decideStart(ctx context.Context, s jetstream.Stream, f manifest.FunctionSpe
 			best = k
 		}
 	}
-	return startDecision{policy: jetstream.DeliverByStartSequencePolicy, seq: best.floor + 1, resumed: true,
+	var readBy []string
+	if best.filter != nil && !coversAll(best.filter, f.FilterSubjects()) {
+		readBy = best.filter
+	}
+	return startDecision{policy: jetstream.DeliverByStartSequencePolicy, seq: best.floor + 1, resumed: true, readBy: readBy,
 		why: fmt.Sprintf("resumes after ack floor %d (%s)", best.floor, best.from)}, nil
 }
 
@@ -100,11 +111,11 @@ func knownFloors(ctx context.Context, s jetstream.Stream, f manifest.FunctionSpe
 // recordedFloors are pos's floor and, when pos names another durable that
 // still exists, that consumer's live floor.
 func recordedFloors(ctx context.Context, s jetstream.Stream, f manifest.FunctionSpec, pos position) []knownFloor {
-	known := []knownFloor{{floor: pos.AckFloor, from: fmt.Sprintf("recorded for consumer %s at %s",
+	known := []knownFloor{{floor: pos.AckFloor, filter: pos.Filter, from: fmt.Sprintf("recorded for consumer %s at %s",
 		pos.Durable, pos.At.Format(time.RFC3339))}}
 	if pos.Durable != f.Durable {
 		if old, err := s.Consumer(ctx, pos.Durable); err == nil {
-			known = append(known, knownFloor{floor: old.CachedInfo().AckFloor.Stream,
+			known = append(known, knownFloor{floor: old.CachedInfo().AckFloor.Stream, filter: filtersOf(old.CachedInfo().Config),
 				from: "the live ack floor of consumer " + pos.Durable + ", which this one replaces"})
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -104,6 +105,10 @@ func planStart(ctx context.Context, js jetstream.JetStream, f manifest.FunctionS
 		return p, err
 	}
 	p.Start = d.why
+	if d.readBy != nil {
+		p.Start += "; what the subjects it did not read stored before is handed over as the manifest's start says (durable read " +
+			strings.Join(d.readBy, ", ") + ")"
+	}
 	p.Pending, err = countFrom(ctx, s, f, d)
 	return p, err
 }
