@@ -103,7 +103,8 @@ func (h *consumerHandle) record(ctx context.Context) {
 		return
 	}
 	h.positions.record(ctx, position{Function: h.spec.Name, Stream: h.spec.Stream, StreamIdentity: h.streamIdentity(),
-		Durable: h.spec.Durable, AckFloor: floor, Filter: h.spec.FilterSubjects(), Scope: h.scopeName(), Into: h.into}, !h.handedOver.Load() && h.into == "")
+		Durable: h.spec.Durable, AckFloor: floor, Filter: h.spec.FilterSubjects(), Scope: h.scopeName(), Into: h.into,
+		HandledThrough: handledNotes(h.get().CachedInfo().Config.Metadata)}, !h.handedOver.Load() && h.into == "")
 }
 
 // scopeName is the binding's scope, or the function's name for a handle

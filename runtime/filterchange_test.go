@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -73,7 +74,7 @@ func joinStrings(s []string) string {
 // narrowed runs fn on test.in and test.b, has it handle in-1 and b-1,
 // deploys a revision without test.b and stores b-2 there. It returns the
 // runtime, its recorder and the wide manifest, for a rollback.
-func (e *testEnv) narrowed() (*Runtime, *recorder, *manifest.Manifest) {
+func (e *testEnv) narrowed() (*running, *recorder, *manifest.Manifest) {
 	e.t.Helper()
 	rec := &recorder{}
 	both := filterManifest(e.t, "", "test.in", "test.b")
@@ -81,7 +82,7 @@ func (e *testEnv) narrowed() (*Runtime, *recorder, *manifest.Manifest) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	e.run(rt)
+	r := e.run(rt)
 	e.publish("test.in", "in-1")
 	e.publish("test.b", "b-1")
 	e.handledExactly(rec, "in-1", "b-1")
@@ -89,7 +90,7 @@ func (e *testEnv) narrowed() (*Runtime, *recorder, *manifest.Manifest) {
 		e.t.Fatal(err)
 	}
 	e.publish("test.b", "b-2") // stored while the function does not read test.b
-	return rt, rec, both
+	return r, rec, both
 }
 
 // TestFilterNarrowedThenRolledBack: a deploy drops test.b, its rollback
@@ -97,12 +98,12 @@ func (e *testEnv) narrowed() (*Runtime, *recorder, *manifest.Manifest) {
 // and nothing handled before is handled again.
 func TestFilterNarrowedThenRolledBack(t *testing.T) {
 	env := newEnv(t)
-	rt, rec, both := env.narrowed()
+	r, rec, both := env.narrowed()
 	ctx := context.Background()
 	env.publish("test.in", "in-2")
 	env.handledExactly(rec, "in-1", "b-1", "in-2")
 
-	if err := rt.Apply(ctx, both); err != nil {
+	if err := r.rt.Apply(ctx, both); err != nil {
 		t.Fatal(err)
 	}
 	env.publish("test.b", "b-3")
@@ -220,7 +221,7 @@ func (e *testEnv) handledEach(rec *recorder, want ...string) {
 // its consumer deleted, then rolled back, published 37 outputs again).
 func TestFilterNotesSurviveAConsumerDeletion(t *testing.T) {
 	env := newEnv(t)
-	rt, rec, both := env.narrowed()
+	r, rec, both := env.narrowed()
 	ctx := context.Background()
 	if err := env.js.DeleteConsumer(ctx, "TEST", "fn"); err != nil {
 		t.Fatal(err)
@@ -228,7 +229,7 @@ func TestFilterNotesSurviveAConsumerDeletion(t *testing.T) {
 	env.publish("test.in", "in-2")
 	env.handledExactly(rec, "in-1", "b-1", "in-2") // on the consumer made again
 
-	if err := rt.Apply(ctx, both); err != nil {
+	if err := r.rt.Apply(ctx, both); err != nil {
 		t.Fatal(err)
 	}
 	env.publish("test.b", "b-3")
@@ -265,4 +266,36 @@ func TestDurableRenamedAndWidened(t *testing.T) {
 	}
 	env.publish("test.in", "late")
 	env.handledExactly(rec, "before-0", "before-1", "before-2", "in-4", "b-1", "late")
+}
+
+// TestDurableRenamedAfterANarrowing: a deploy drops test.b, a later one
+// renames the durable and reads test.b again, with the old consumer still
+// there or deleted while the function was down. The new consumer keeps
+// the old one's note of how far test.b was handled, so only what test.b
+// got meanwhile is handed over. Before the notes went with the records,
+// a consumer created from a record handed test.b over from its first
+// message (opscheck seed 20261217: 30 outputs twice).
+func TestDurableRenamedAfterANarrowing(t *testing.T) {
+	for _, deleted := range []bool{false, true} {
+		t.Run(fmt.Sprintf("old consumer deleted=%v", deleted), func(t *testing.T) {
+			env := newEnv(t)
+			r, rec, _ := env.narrowed()
+			env.publish("test.in", "in-2")
+			env.handledExactly(rec, "in-1", "b-1", "in-2")
+			renamed := filterManifest(t, "    durable: fn-v2\n", "test.in", "test.b")
+			if deleted {
+				if err := r.stop(t); err != nil {
+					t.Fatal(err)
+				}
+				if err := env.js.DeleteConsumer(context.Background(), "TEST", "fn"); err != nil {
+					t.Fatal(err)
+				}
+				env.start(renamed, rec)
+			} else if err := r.rt.Apply(context.Background(), renamed); err != nil {
+				t.Fatal(err)
+			}
+			env.publish("test.in", "late")
+			env.handledExactly(rec, "in-1", "b-1", "in-2", "b-2", "late")
+		})
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -18,30 +19,53 @@ import (
 // over what they stored below it, and nobody ever handled that (opscheck
 // seed 20261217 lost 40 messages so). So the creation hands those subjects
 // over with a backfill consumer, as a filter widening does
-// (filterchange.go): from where the function's start says, up to where
-// the new consumer begins.
+// (filterchange.go): from just after what the function noted it handled of
+// them, else from where its start says, up to where the new consumer
+// begins. The notes themselves go to the new consumer too: without them a
+// consumer created from a record forgot how far the function got on the
+// subjects a deploy had dropped, and a later widening handed those over
+// from their first message (the same seed: 30 outputs twice).
 
-// handOverUnread creates the backfill of the subjects f reads that the
-// durable deciding start (d.readBy) did not, and names it in want, the new
-// consumer's config. Nothing when that durable read them all, or when f
-// starts with new messages.
+// handOverUnread names in want, the new consumer's config, the
+// handled-through notes of the durable deciding start d (a later widening
+// reads them), and creates the backfill of the subjects f reads that that
+// durable did not (d.readBy): each from just after its note, else from
+// where f's start says, up to where the new consumer begins. No backfill
+// when that durable read them all, or nothing of them is left to hand.
 func handOverUnread(ctx context.Context, stream jetstream.Stream, f manifest.FunctionSpec, digest string, d startDecision,
 	want *jetstream.ConsumerConfig) error {
+	read := d.readBy
+	if read == nil {
+		read = f.FilterSubjects()
+	}
+	for s, through := range d.notes {
+		if !coversAll(read, []string{s}) {
+			want.Metadata[handledThroughPrefix+s] = strconv.FormatUint(through, 10)
+		}
+	}
 	if d.readBy == nil {
 		return nil
 	}
-	start, err := startSeq(ctx, stream, f)
-	if err != nil || start == 0 {
-		return err
-	}
-	plan := &backfillPlan{from: map[string]uint64{}}
+	var unread []string
 	for _, s := range f.FilterSubjects() {
 		if !coversAll(d.readBy, []string{s}) {
-			plan.from[s] = start
+			unread = append(unread, s)
 		}
 	}
-	for _, s := range d.readBy {
-		plan.skip = append(plan.skip, skipRange{Subject: s}) // handled below the floor, the new consumer's above it
+	start, err := startSeq(ctx, stream, f)
+	if err != nil {
+		return err
+	}
+	plan := planFilterChange(filterChange{added: unread}, d.readBy, want.Metadata, d.seq-1, start)
+	if plan != nil {
+		for s, from := range plan.from {
+			if from >= d.seq {
+				delete(plan.from, s) // handled past where the new consumer begins
+			}
+		}
+	}
+	if plan == nil || len(plan.from) == 0 {
+		return nil
 	}
 	cfg, err := plan.config(backfillName(f.Durable, ""), f, digest)
 	if err != nil {

@@ -38,8 +38,13 @@ type position struct {
 	// Into is, for a keyed function's router, the identity of the keyed
 	// stream its copies went into: its floor says what was copied, and
 	// copies count only while that keyed stream lives (keyedresume.go).
-	Into string    `json:"into,omitempty"`
-	At   time.Time `json:"at"`
+	Into string `json:"into,omitempty"`
+	// HandledThrough are the consumer's handled-through notes: how far
+	// the function got on each subject a deploy dropped from its filter
+	// (filterchange.go). A consumer created from this record keeps them,
+	// so a later widening does not hand those subjects over again.
+	HandledThrough map[string]uint64 `json:"handled_through,omitempty"`
+	At             time.Time         `json:"at"`
 }
 
 // consumerKey and functionKey are the two keys a position is recorded

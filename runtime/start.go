@@ -23,7 +23,9 @@ type startDecision struct {
 	// decided it, nil when that durable read every subject this one reads
 	// (handover.go hands over the others).
 	readBy []string
-	why    string
+	// notes are that durable's handled-through notes (position.HandledThrough).
+	notes map[string]uint64
+	why   string
 }
 
 // apply sets the decision on a consumer config.
@@ -46,6 +48,8 @@ type knownFloor struct {
 	// filter is what the durable that reached floor read; nil: everything
 	// the consumer being created reads.
 	filter []string
+	// notes are that durable's handled-through notes, by subject.
+	notes map[string]uint64
 }
 
 // decideStart picks where f's consumer starts on the stream described by
@@ -80,7 +84,7 @@ func decideStart(ctx context.Context, s jetstream.Stream, f manifest.FunctionSpe
 		readBy = best.filter
 	}
 	return startDecision{policy: jetstream.DeliverByStartSequencePolicy, seq: best.floor + 1, resumed: true, readBy: readBy,
-		why: fmt.Sprintf("resumes after ack floor %d (%s)", best.floor, best.from)}, nil
+		notes: best.notes, why: fmt.Sprintf("resumes after ack floor %d (%s)", best.floor, best.from)}, nil
 }
 
 // knownFloors are the floors recorded for f's consumer, or for the
@@ -111,11 +115,12 @@ func knownFloors(ctx context.Context, s jetstream.Stream, f manifest.FunctionSpe
 // recordedFloors are pos's floor and, when pos names another durable that
 // still exists, that consumer's live floor.
 func recordedFloors(ctx context.Context, s jetstream.Stream, f manifest.FunctionSpec, pos position) []knownFloor {
-	known := []knownFloor{{floor: pos.AckFloor, filter: pos.Filter, from: fmt.Sprintf("recorded for consumer %s at %s",
-		pos.Durable, pos.At.Format(time.RFC3339))}}
+	known := []knownFloor{{floor: pos.AckFloor, filter: pos.Filter, notes: pos.HandledThrough,
+		from: fmt.Sprintf("recorded for consumer %s at %s", pos.Durable, pos.At.Format(time.RFC3339))}}
 	if pos.Durable != f.Durable {
 		if old, err := s.Consumer(ctx, pos.Durable); err == nil {
-			known = append(known, knownFloor{floor: old.CachedInfo().AckFloor.Stream, filter: filtersOf(old.CachedInfo().Config),
+			cfg := old.CachedInfo().Config
+			known = append(known, knownFloor{floor: old.CachedInfo().AckFloor.Stream, filter: filtersOf(cfg), notes: handledNotes(cfg.Metadata),
 				from: "the live ack floor of consumer " + pos.Durable + ", which this one replaces"})
 		}
 	}
