@@ -299,3 +299,31 @@ func TestDurableRenamedAfterANarrowing(t *testing.T) {
 		})
 	}
 }
+
+// TestDurableRenamedWhileNarrowing: one deploy renames the durable and
+// drops test.b, a later one reads test.b again. The new durable notes that
+// test.b was handled through the old one's floor, as a narrowing of one
+// consumer does, so the widening hands over only what test.b got since.
+// Before, it handed test.b over from its first message (opscheck seed
+// 20261217 again, 31 outputs twice).
+func TestDurableRenamedWhileNarrowing(t *testing.T) {
+	env := newEnv(t)
+	rec := &recorder{}
+	rt, err := New(env.nc, filterManifest(t, "", "test.in", "test.b"), recorderFunctions(rec), WithLogger(testLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.run(rt)
+	env.publish("test.in", "in-1")
+	env.publish("test.b", "b-1")
+	env.handledExactly(rec, "in-1", "b-1")
+	if err := rt.Apply(context.Background(), testManifest(t, "    durable: fn-v2\n")); err != nil {
+		t.Fatal(err)
+	}
+	env.publish("test.b", "b-2") // stored while no consumer of the function reads test.b
+	if err := rt.Apply(context.Background(), filterManifest(t, "    durable: fn-v2\n", "test.in", "test.b")); err != nil {
+		t.Fatal(err)
+	}
+	env.publish("test.in", "late")
+	env.handledExactly(rec, "in-1", "b-1", "b-2", "late")
+}

@@ -26,15 +26,20 @@ import (
 // subjects a deploy had dropped, and a later widening handed those over
 // from their first message (the same seed: 30 outputs twice).
 
-// handOverUnread names in want, the new consumer's config, the
-// handled-through notes of the durable deciding start d (a later widening
-// reads them), and creates the backfill of the subjects f reads that that
-// durable did not (d.readBy): each from just after its note, else from
-// where f's start says, up to where the new consumer begins. No backfill
-// when that durable read them all, or nothing of them is left to hand.
+// handOverUnread carries over, into want (the new consumer's config), how
+// far the durable deciding start d got on the subjects the new consumer
+// does not read: its own handled-through notes, and its floor for the
+// subjects it read (a creation with fewer subjects is a narrowing, as
+// planFilterChange notes one), so a later widening does not hand them
+// over again. It creates the backfill of the subjects f reads that that
+// durable did not: each from just after its note, else from
+// where f's start says, up to where the new consumer begins.
 func handOverUnread(ctx context.Context, stream jetstream.Stream, f manifest.FunctionSpec, digest string, d startDecision,
 	want *jetstream.ConsumerConfig) error {
-	read := d.readBy
+	if !d.resumed {
+		return nil
+	}
+	read := d.readFilter
 	if read == nil {
 		read = f.FilterSubjects()
 	}
@@ -43,20 +48,15 @@ func handOverUnread(ctx context.Context, stream jetstream.Stream, f manifest.Fun
 			want.Metadata[handledThroughPrefix+s] = strconv.FormatUint(through, 10)
 		}
 	}
-	if d.readBy == nil {
+	change := filterChange{added: uncovered(f.FilterSubjects(), read), removed: uncovered(read, f.FilterSubjects())}
+	if change.empty() {
 		return nil
-	}
-	var unread []string
-	for _, s := range f.FilterSubjects() {
-		if !coversAll(d.readBy, []string{s}) {
-			unread = append(unread, s)
-		}
 	}
 	start, err := startSeq(ctx, stream, f)
 	if err != nil {
 		return err
 	}
-	plan := planFilterChange(filterChange{added: unread}, d.readBy, want.Metadata, d.seq-1, start)
+	plan := planFilterChange(change, read, want.Metadata, d.seq-1, start)
 	if plan != nil {
 		for s, from := range plan.from {
 			if from >= d.seq {
@@ -76,6 +76,17 @@ func handOverUnread(ctx context.Context, stream jetstream.Stream, f manifest.Fun
 	}
 	want.Metadata[backfillKey] = cfg.Durable
 	return nil
+}
+
+// uncovered are the subjects no filter covers entirely.
+func uncovered(subjects, filters []string) []string {
+	var out []string
+	for _, s := range subjects {
+		if !coversAll(filters, []string{s}) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // dropUnnamedBackfill deletes backfill consumer name (none when empty),

@@ -19,10 +19,11 @@ type startDecision struct {
 	// resumed is true when a known position decided it, false when the
 	// manifest's start did.
 	resumed bool
-	// readBy is, when resumed, the filter of the durable whose floor
-	// decided it, nil when that durable read every subject this one reads
-	// (handover.go hands over the others).
-	readBy []string
+	// readFilter is, when resumed, the filter of the durable whose floor
+	// decided it; nil when unknown (a floor this process saw, or one
+	// recorded without a filter). handover.go hands over the subjects it
+	// did not read.
+	readFilter []string
 	// notes are that durable's handled-through notes (position.HandledThrough).
 	notes map[string]uint64
 	why   string
@@ -79,12 +80,7 @@ func decideStart(ctx context.Context, s jetstream.Stream, f manifest.FunctionSpe
 			best = k
 		}
 	}
-	var readBy []string
-	if best.filter != nil && !coversAll(best.filter, f.FilterSubjects()) {
-		readBy = best.filter
-	}
-	return startDecision{policy: jetstream.DeliverByStartSequencePolicy, seq: best.floor + 1, resumed: true, readBy: readBy,
-		notes: best.notes, why: fmt.Sprintf("resumes after ack floor %d (%s)", best.floor, best.from)}, nil
+	return startDecision{policy: jetstream.DeliverByStartSequencePolicy, seq: best.floor + 1, resumed: true, readFilter: best.filter, notes: best.notes, why: fmt.Sprintf("resumes after ack floor %d (%s)", best.floor, best.from)}, nil
 }
 
 // knownFloors are the floors recorded for f's consumer, or for the

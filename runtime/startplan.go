@@ -105,9 +105,9 @@ func planStart(ctx context.Context, js jetstream.JetStream, f manifest.FunctionS
 		return p, err
 	}
 	p.Start = d.why
-	if d.readBy != nil {
-		p.Start += "; what the subjects it did not read stored before is handed over as the manifest's start says (durable read " +
-			strings.Join(d.readBy, ", ") + ")"
+	if unread := uncovered(f.FilterSubjects(), d.readFilter); d.readFilter != nil && len(unread) > 0 {
+		p.Start += "; what " + strings.Join(unread, ", ") + " stored before is handed over as the manifest's start says (the durable read " +
+			strings.Join(d.readFilter, ", ") + ")"
 	}
 	p.Pending, err = countFrom(ctx, s, f, d)
 	return p, err
