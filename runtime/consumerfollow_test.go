@@ -73,3 +73,47 @@ func TestLookFollowsAConsumerMadeAgainElsewhere(t *testing.T) {
 		t.Fatalf("the handle reads incarnation %s; want %s", got, now)
 	}
 }
+
+// TestRecreateRecordsAtOnce: a handle that makes its stream and consumer
+// again (an operator deleted the stream) records the new consumer's
+// position at once, under the new incarnation. Before, the record kept the
+// old incarnation until the next look, 30 seconds on, and a durable
+// renamed meanwhile found no position and started from the stream's first
+// message (opscheck seed 20261217).
+func TestRecreateRecordsAtOnce(t *testing.T) {
+	env := newEnv(t)
+	ctx := context.Background()
+	m := testManifest(t, "")
+	f := m.Functions[0]
+	streamSpec, _ := m.Stream(f.Stream)
+	if err := ensureStream(ctx, env.js, streamSpec); err != nil {
+		t.Fatal(err)
+	}
+	positions := openPositions(ctx, env.js, m, true, testLogger())
+	s, err := env.js.Stream(ctx, f.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.CreateOrUpdateConsumer(ctx, consumerConfig(f, m.Digest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newConsumerHandle(env.js, f, streamSpec, m.Digest, true, testLogger(), c, s.CachedInfo().Created, positions)
+	h.record(ctx)
+	if err := env.js.DeleteStream(ctx, f.Stream); err != nil {
+		t.Fatal(err)
+	}
+	h.look(ctx) // finds the consumer gone and makes stream and consumer again
+	s, err = env.js.Stream(ctx, f.Stream)
+	if err != nil {
+		t.Fatalf("the stream was not made again: %v", err)
+	}
+	now := StreamIdentity(s.CachedInfo().Created)
+	pos, err := positions.lookup(ctx, f.Stream, f.Durable)
+	if err != nil || pos == nil {
+		t.Fatalf("no position recorded (%v)", err)
+	}
+	if pos.StreamIdentity != now {
+		t.Fatalf("recorded on incarnation %s; want the stream's present incarnation %s", pos.StreamIdentity, now)
+	}
+}

@@ -303,6 +303,11 @@ func (h *consumerHandle) recreate(ctx context.Context) error {
 	h.log.Warn("recreated a deleted consumer from the manifest", "consumer", h.spec.Durable, "stream", h.spec.Stream,
 		"start", start.why, "stored_messages_to_handle", c.CachedInfo().NumPending, "stream_recreated", !sameStream)
 	h.swap(c, created)
+	// At once, not at the next look: until then the record names the old
+	// incarnation, which a consumer created meanwhile (a durable renamed)
+	// cannot use, and it started from the stream's first message (opscheck
+	// seed 20261217).
+	h.record(ctx)
 	h.keepSchedule(ctx, s)
 	return nil
 }
@@ -390,6 +395,9 @@ func (h *consumerHandle) swap(c jetstream.Consumer, created time.Time) {
 	h.mu.Lock()
 	h.current, h.created, h.made = c, created, c.CachedInfo().Created
 	h.mu.Unlock()
+	if old := h.streamIdentity(); old != StreamIdentity(created) {
+		h.recorded.Store(^uint64(0)) // the next record is on another incarnation, whatever its floor
+	}
 	h.setIdentity(created)
 	h.ackFloor.Store(c.CachedInfo().AckFloor.Stream)
 }
