@@ -80,7 +80,8 @@ func decideStart(ctx context.Context, s jetstream.Stream, f manifest.FunctionSpe
 			best = k
 		}
 	}
-	return startDecision{policy: jetstream.DeliverByStartSequencePolicy, seq: best.floor + 1, resumed: true, readFilter: best.filter, notes: best.notes, why: fmt.Sprintf("resumes after ack floor %d (%s)", best.floor, best.from)}, nil
+	return startDecision{policy: jetstream.DeliverByStartSequencePolicy, seq: best.floor + 1, resumed: true,
+		readFilter: best.filter, notes: best.notes, why: fmt.Sprintf("resumes after ack floor %d (%s)", best.floor, best.from)}, nil
 }
 
 // knownFloors are the floors recorded for f's consumer, or for the
