@@ -62,7 +62,14 @@ func prepareFilterChange(ctx context.Context, stream jetstream.Stream, existing 
 	if plan == nil {
 		return nil
 	}
-	cfg, err := plan.config(backfillName(f.Durable, oldName), f, digest)
+	return startBackfill(ctx, stream, plan, backfillName(f.Durable, oldName), f, digest, want)
+}
+
+// startBackfill creates the backfill consumer named name that plan
+// describes and names it in want, the main consumer's config.
+func startBackfill(ctx context.Context, stream jetstream.Stream, plan *backfillPlan, name string, f manifest.FunctionSpec, digest string,
+	want *jetstream.ConsumerConfig) error {
+	cfg, err := plan.config(name, f, digest)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,8 @@ package runtime
 import (
 	"context"
 	"testing"
+
+	"github.com/jetfn/jetfn/manifest"
 )
 
 // TestLookFollowsAConsumerMadeAgainElsewhere: another instance made the
@@ -16,22 +18,9 @@ import (
 func TestLookFollowsAConsumerMadeAgainElsewhere(t *testing.T) {
 	env := newEnv(t)
 	ctx := context.Background()
-	m := testManifest(t, "")
+	h, m, positions := env.recordingHandle()
 	f := m.Functions[0]
 	streamSpec, _ := m.Stream(f.Stream)
-	if err := ensureStream(ctx, env.js, streamSpec); err != nil {
-		t.Fatal(err)
-	}
-	positions := openPositions(ctx, env.js, m, true, testLogger())
-	s, err := env.js.Stream(ctx, f.Stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := s.CreateOrUpdateConsumer(ctx, consumerConfig(f, m.Digest))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := newConsumerHandle(env.js, f, streamSpec, m.Digest, true, testLogger(), c, s.CachedInfo().Created, positions)
 
 	// Elsewhere: the stream is deleted and made again, with the consumer,
 	// and the consumer acknowledges one message of the new incarnation.
@@ -41,7 +30,7 @@ func TestLookFollowsAConsumerMadeAgainElsewhere(t *testing.T) {
 	if err := recreateStream(ctx, env.js, streamSpec); err != nil {
 		t.Fatal(err)
 	}
-	s, err = env.js.Stream(ctx, f.Stream)
+	s, err := env.js.Stream(ctx, f.Stream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,28 +72,14 @@ func TestLookFollowsAConsumerMadeAgainElsewhere(t *testing.T) {
 func TestRecreateRecordsAtOnce(t *testing.T) {
 	env := newEnv(t)
 	ctx := context.Background()
-	m := testManifest(t, "")
+	h, m, positions := env.recordingHandle()
 	f := m.Functions[0]
-	streamSpec, _ := m.Stream(f.Stream)
-	if err := ensureStream(ctx, env.js, streamSpec); err != nil {
-		t.Fatal(err)
-	}
-	positions := openPositions(ctx, env.js, m, true, testLogger())
-	s, err := env.js.Stream(ctx, f.Stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := s.CreateOrUpdateConsumer(ctx, consumerConfig(f, m.Digest))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := newConsumerHandle(env.js, f, streamSpec, m.Digest, true, testLogger(), c, s.CachedInfo().Created, positions)
 	h.record(ctx)
 	if err := env.js.DeleteStream(ctx, f.Stream); err != nil {
 		t.Fatal(err)
 	}
 	h.look(ctx) // finds the consumer gone and makes stream and consumer again
-	s, err = env.js.Stream(ctx, f.Stream)
+	s, err := env.js.Stream(ctx, f.Stream)
 	if err != nil {
 		t.Fatalf("the stream was not made again: %v", err)
 	}
@@ -116,4 +91,27 @@ func TestRecreateRecordsAtOnce(t *testing.T) {
 	if pos.StreamIdentity != now {
 		t.Fatalf("recorded on incarnation %s; want the stream's present incarnation %s", pos.StreamIdentity, now)
 	}
+}
+
+// recordingHandle is a provisioning consumer handle for testManifest's
+// function on its stream, made here, recording in the positions bucket.
+func (e *testEnv) recordingHandle() (*consumerHandle, *manifest.Manifest, *positionStore) {
+	e.t.Helper()
+	ctx := context.Background()
+	m := testManifest(e.t, "")
+	f := m.Functions[0]
+	streamSpec, _ := m.Stream(f.Stream)
+	if err := ensureStream(ctx, e.js, streamSpec); err != nil {
+		e.t.Fatal(err)
+	}
+	positions := openPositions(ctx, e.js, m, true, testLogger())
+	s, err := e.js.Stream(ctx, f.Stream)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	c, err := s.CreateOrUpdateConsumer(ctx, consumerConfig(f, m.Digest))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return newConsumerHandle(e.js, f, streamSpec, m.Digest, true, testLogger(), c, s.CachedInfo().Created, positions), m, positions
 }

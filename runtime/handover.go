@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"strconv"
 
@@ -67,15 +66,7 @@ func handOverUnread(ctx context.Context, stream jetstream.Stream, f manifest.Fun
 	if plan == nil || len(plan.from) == 0 {
 		return nil
 	}
-	cfg, err := plan.config(backfillName(f.Durable, ""), f, digest)
-	if err != nil {
-		return err
-	}
-	if _, err := stream.CreateOrUpdateConsumer(ctx, cfg); err != nil {
-		return fmt.Errorf("%w: creating backfill consumer %s: %v", ErrServerRefused, cfg.Durable, err)
-	}
-	want.Metadata[backfillKey] = cfg.Durable
-	return nil
+	return startBackfill(ctx, stream, plan, backfillName(f.Durable, ""), f, digest, want)
 }
 
 // uncovered are the subjects no filter covers entirely.
