@@ -184,7 +184,7 @@ func (r *Runtime) bindBackfill(ctx context.Context, b *binding, stream jetstream
 	if err != nil {
 		return nil, fmt.Errorf("looking up backfill consumer %s: %w", name, err)
 	}
-	if c, err = settleThrough(ctx, r.js, stream, main, c); err != nil {
+	if c, err = settleThrough(ctx, stream, main.CachedInfo().Name, c); err != nil {
 		return nil, err
 	}
 	rng, err := readBackfillRange(c.CachedInfo().Config.Metadata)
@@ -200,24 +200,27 @@ func (r *Runtime) bindBackfill(ctx context.Context, b *binding, stream jetstream
 	return bf, nil
 }
 
-// settleThrough fixes where a backfill ends, the first time an instance
-// binds it. The server does not say how far a consumer has scanned: while
-// its filter still lacked the added subjects, a waiting pull moved it past
-// their messages without delivering them, and its delivered sequence does
-// not show that. So the main consumer is reset to just after its ack floor
-// (which keeps every unacknowledged message: nothing is dropped), and
-// delivers from there whatever its new filter matches; the backfill ends
-// at the floor. Messages above the floor that were delivered already come
-// once more: recent ones, inside the duplicate window.
-func settleThrough(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, main, c jetstream.Consumer) (jetstream.Consumer, error) {
+// settleThrough fixes where a backfill ends, unless that is fixed already.
+// The server does not say how far a consumer has scanned: while its filter
+// still lacked the added subjects, a waiting pull moved it past their
+// messages without delivering them, and its delivered sequence does not
+// show that. So the main consumer (named main) is reset to just after its
+// ack floor (which keeps every unacknowledged message: nothing is
+// dropped), and delivers from there whatever its new filter matches; the
+// backfill ends at the floor. Messages above the floor that were delivered
+// already come once more: recent ones, inside the duplicate window.
+//
+// The change itself does this, with the main consumer paused
+// (changeFilterHeld); a binding does it only for a backfill whose change
+// did not get that far (its instance died in between).
+func settleThrough(ctx context.Context, stream jetstream.Stream, main string, c jetstream.Consumer) (jetstream.Consumer, error) {
 	cfg := c.CachedInfo().Config
 	if cfg.Metadata[backfillThroughKey] != "" {
 		return c, nil
 	}
-	mainInfo := main.CachedInfo()
-	reset, err := js.ResetConsumerToSequence(ctx, mainInfo.Stream, mainInfo.Name, 0)
+	reset, err := stream.ResetConsumerToSequence(ctx, main, 0)
 	if err != nil {
-		return nil, fmt.Errorf("resetting consumer %s to its ack floor for its backfill: %w", mainInfo.Name, err)
+		return nil, fmt.Errorf("resetting consumer %s to its ack floor for its backfill: %w", main, err)
 	}
 	cfg.Metadata = maps.Clone(cfg.Metadata)
 	cfg.Metadata[backfillThroughKey] = strconv.FormatUint(reset.ResetSeq-1, 10)
@@ -310,4 +313,46 @@ func (b *binding) finishBackfill(ctx context.Context) error {
 		}
 	}
 	return deleteConsumer(ctx, s, b.spec.Durable)
+}
+
+// filterChangeHold bounds how long a filter change keeps the main consumer
+// paused. The change lifts the pause itself once the backfill's end is
+// fixed, within milliseconds; the bound matters only if the instance dies
+// in between.
+const filterChangeHold = 30 * time.Second
+
+// changeFilterHeld makes a filter change that starts a backfill (want, the
+// main consumer's new config, names it) and fixes where that backfill
+// ends, with the main consumer paused from the change until the end is
+// fixed. The filter and the pause land in one update, so the main consumer
+// delivers nothing under its new filter before settleThrough resets it.
+// Without the pause an instance still pulling took messages of the added
+// subjects in between; once acked they fell below the end, and the
+// backfill handed them again. A pause an operator set is kept.
+func changeFilterHeld(ctx context.Context, stream jetstream.Stream, want jetstream.ConsumerConfig) (jetstream.Consumer, error) {
+	operatorPause := want.PauseUntil
+	if hold := time.Now().Add(filterChangeHold); operatorPause == nil || operatorPause.Before(hold) {
+		want.PauseUntil = &hold
+	}
+	if _, err := stream.CreateOrUpdateConsumer(ctx, want); err != nil {
+		return nil, err
+	}
+	name := want.Metadata[backfillKey]
+	bf, err := stream.Consumer(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("looking up backfill consumer %s: %w", name, err)
+	}
+	if _, err := settleThrough(ctx, stream, want.Durable, bf); err != nil {
+		return nil, err
+	}
+	want.PauseUntil = operatorPause
+	return stream.CreateOrUpdateConsumer(ctx, want)
+}
+
+// startsBackfill reports whether want, an existing consumer's new config,
+// names a backfill the consumer does not name yet: a change that starts
+// one.
+func startsBackfill(existing jetstream.Consumer, want jetstream.ConsumerConfig) bool {
+	name := want.Metadata[backfillKey]
+	return name != "" && existing != nil && name != existing.CachedInfo().Config.Metadata[backfillKey]
 }

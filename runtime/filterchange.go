@@ -85,6 +85,11 @@ type backfillPlan struct {
 	// delivered its subjects', and a dropped subject's note covers its
 	// own up to the noted sequence.
 	skip []skipRange
+	// through is the last sequence handed over when it is known as the
+	// backfill is made (a creation's hand-over: just before where the new
+	// consumer begins); 0 for a filter change, which fixes it after
+	// (changeFilterHeld).
+	through uint64
 }
 
 // skipRange is a subject's messages from From to Through (0: no bound)
@@ -250,6 +255,9 @@ func (p *backfillPlan) config(name string, f manifest.FunctionSpec, digest strin
 	cfg.Metadata[backfillOfKey] = f.Durable
 	cfg.Metadata[backfillFromKey] = string(from)
 	cfg.Metadata[backfillSkipKey] = string(skip)
+	if p.through > 0 {
+		cfg.Metadata[backfillThroughKey] = strconv.FormatUint(p.through, 10)
+	}
 	return cfg, nil
 }
 

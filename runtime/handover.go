@@ -66,6 +66,10 @@ func handOverUnread(ctx context.Context, stream jetstream.Stream, f manifest.Fun
 	if plan == nil || len(plan.from) == 0 {
 		return nil
 	}
+	// The new consumer reads these subjects from the start on: it passes
+	// over none of them, so the backfill ends exactly before it begins,
+	// whatever it delivers before an instance binds the backfill.
+	plan.through = d.seq - 1
 	return startBackfill(ctx, stream, plan, backfillName(f.Durable, ""), f, digest, want)
 }
 

@@ -278,8 +278,13 @@ func ensureConsumerAfter(ctx context.Context, stream jetstream.Stream, f manifes
 		return nil, fmt.Errorf("looking up consumer %s of function %s: %w", f.Durable, f.Name, err)
 	}
 	create := stream.CreateOrUpdateConsumer
-	if start != nil {
+	switch {
+	case start != nil:
 		create = stream.CreateConsumer // refused if another instance created it since the lookup
+	case startsBackfill(existing, want):
+		create = func(ctx context.Context, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
+			return changeFilterHeld(ctx, stream, cfg)
+		}
 	}
 	c, err := create(ctx, want)
 	if start != nil && errors.Is(err, jetstream.ErrConsumerExists) {
