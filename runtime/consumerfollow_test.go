@@ -3,8 +3,11 @@ package runtime
 import (
 	"context"
 	"testing"
+	"time"
 
+	"github.com/jetfn/jetfn"
 	"github.com/jetfn/jetfn/manifest"
+	"github.com/jetfn/jetfn/runtime/runtimetest"
 )
 
 // TestLookFollowsAConsumerMadeAgainElsewhere: another instance made the
@@ -114,4 +117,52 @@ func (e *testEnv) recordingHandle() (*consumerHandle, *manifest.Manifest, *posit
 		e.t.Fatal(err)
 	}
 	return newConsumerHandle(e.js, f, streamSpec, m.Digest, true, testLogger(), c, s.CachedInfo().Created, positions), m, positions
+}
+
+// TestBusyInstanceFollowsAStreamMadeAgain: while this instance's only
+// worker is busy, so that it has no pull open, an operator deletes the
+// stream and another instance makes stream and consumer again. The first
+// message this instance takes afterwards is named by the new incarnation.
+// Before, its pulls reached the new consumer by name and it named what
+// they brought by the old incarnation until its next look, 30 seconds on
+// (opscheck seed 20261218 on 3 nodes: one input handled under both
+// identities, two summaries).
+func TestBusyInstanceFollowsAStreamMadeAgain(t *testing.T) {
+	env := newEnv(t)
+	ctx := context.Background()
+	release := make(chan struct{})
+	rec := &recorder{result: func(msg jetfn.Msg) error {
+		if string(msg.Data) == "busy" {
+			<-release
+		}
+		return nil
+	}}
+	m := testManifest(t, "    concurrency: 1\n    prefetch: 0\n")
+	env.start(m, rec)
+	env.publish("test.in", "old-1")
+	env.publish("test.in", "old-2")
+	env.publish("test.in", "busy")
+	runtimetest.Eventually(t, 10*time.Second, "the busy message taken", func() bool { return rec.count() == 3 })
+
+	// Elsewhere, as another instance's consumer handle does it.
+	f := m.Functions[0]
+	streamSpec, _ := m.Stream(f.Stream)
+	if err := env.js.DeleteStream(ctx, f.Stream); err != nil {
+		t.Fatal(err)
+	}
+	if err := recreateStream(ctx, env.js, streamSpec); err != nil {
+		t.Fatal(err)
+	}
+	s := env.stream(f.Stream)
+	if _, err := s.CreateOrUpdateConsumer(ctx, consumerConfig(f, m.Digest)); err != nil {
+		t.Fatal(err)
+	}
+	env.publish("test.in", "after")
+	close(release)
+
+	runtimetest.Eventually(t, 10*time.Second, "the message of the new incarnation handled", func() bool { return rec.count() == 4 })
+	got := rec.all()[3].msg
+	if want := StreamIdentity(s.CachedInfo().Created); string(got.Data) != "after" || got.StreamIdentity != want {
+		t.Fatalf("handled %q named by incarnation %s; want \"after\" named by the new incarnation %s", got.Data, got.StreamIdentity, want)
+	}
 }

@@ -68,6 +68,10 @@ type delivery struct {
 	// attempt is the run's number for maxDeliver and the backoff
 	// (attempts.go), set when it starts.
 	attempt attempt
+	// identity names the stream incarnation the consumer read when the
+	// message arrived: a message waiting in the buffer while the handle
+	// follows a stream made again is still the old incarnation's.
+	identity string
 	// prev and next link the unsettledSet.
 	prev, next *delivery
 }
@@ -95,6 +99,7 @@ func (p *puller) receive(m *nats.Msg) {
 		return
 	}
 	d := p.b.unsettled.add(m, now)
+	d.identity = p.b.consumer.streamIdentity()
 	// A rate-limited function's message waits here for its turn, kept
 	// alive like a buffered one; it is the only one pulled (binding.pull).
 	if p.b.rate != nil && !p.turn() || !p.handoff.give(d, p.stopping.Done(), queuedBehind) {
@@ -454,7 +459,7 @@ func (w *workers) done(d *delivery) {
 // handler outlives the timeout.
 func (b *binding) process(ctx context.Context, d *delivery, wk *worker) deliveryState {
 	m := d.msg
-	msg, err := b.toMsg(m)
+	msg, err := b.toMsgOf(m, d.identity)
 	if err != nil {
 		b.log.Error("reading message metadata", "err", err)
 		return stateBuffered // never started: the caller forgets it
@@ -533,8 +538,15 @@ func (b *binding) process(ctx context.Context, d *delivery, wk *worker) delivery
 	return stateSettled
 }
 
-// toMsg is the handler's view of a delivery, read from its reply subject.
+// toMsg is the handler's view of a message the consumer delivers now, read
+// from its reply subject.
 func (b *binding) toMsg(m *nats.Msg) (jetfn.Msg, error) {
+	return b.toMsgOf(m, b.consumer.streamIdentity())
+}
+
+// toMsgOf is the handler's view of a message the consumer delivered while
+// it read the stream incarnation named identity.
+func (b *binding) toMsgOf(m *nats.Msg, identity string) (jetfn.Msg, error) {
 	meta, ok := parseOwnAckReply(m.Reply, b.ackPrefix, b.spec.Stream)
 	if !ok {
 		return jetfn.Msg{}, fmt.Errorf("reply subject %q is not a JetStream ack subject", m.Reply)
@@ -545,7 +557,7 @@ func (b *binding) toMsg(m *nats.Msg) (jetfn.Msg, error) {
 		Header:         jetfn.Header(m.Header),
 		Stream:         meta.stream,
 		StreamSequence: meta.streamSeq,
-		StreamIdentity: b.consumer.streamIdentity(),
+		StreamIdentity: identity,
 		NumDelivered:   meta.numDelivered,
 		Published:      time.Unix(0, meta.timestamp),
 	}
@@ -566,7 +578,7 @@ func (b *binding) toMsg(m *nats.Msg) (jetfn.Msg, error) {
 // then, so it reads it again without error. Only an abandonment needs it
 // later, so no worker keeps a copy of every message's.
 func (b *binding) metaOf(d *delivery) jetfn.Msg {
-	msg, _ := b.toMsg(d.msg)
+	msg, _ := b.toMsgOf(d.msg, d.identity)
 	return msg
 }
 

@@ -54,6 +54,10 @@ type puller struct {
 	// pauseUntil delays the next request after a refusal (unix
 	// nanoseconds), so a missing consumer is not asked in a hot loop.
 	pauseUntil atomic.Int64
+	// doubted is set when the requests were given up (the consumer may be
+	// gone, and made again by someone else): the next request waits until
+	// the consumer is confirmed (confirm).
+	doubted atomic.Bool
 	request    []byte
 }
 
@@ -81,6 +85,10 @@ func (p *puller) ask(ctx context.Context, n int) {
 		pause(ctx, time.Until(time.Unix(0, until)))
 		p.pauseUntil.Store(0)
 	}
+	if !p.confirm(ctx, n) {
+		p.credits.giveBack(n)
+		return
+	}
 	p.request = append(p.request[:0], `{"batch":`...)
 	p.request = strconv.AppendInt(p.request, int64(n), 10)
 	p.request = append(p.request, `,"expires":`...)
@@ -99,6 +107,34 @@ func (p *puller) ask(ctx context.Context, n int) {
 		p.b.consumer.check()
 		pause(ctx, pullWait)
 	}
+}
+
+// confirm makes sure, before a request for n messages, that the consumer
+// it reaches by name is the one whose stream incarnation names what it
+// delivers: a consumer made again by another instance, after an operator
+// deleted the stream, answers requests by the same name, and its messages
+// named by the old incarnation would pass for the old messages of the same
+// sequences (opscheck seed 20261218: one input handled under both
+// identities). It asks the server when the requests were given up (a
+// deleted consumer answers 409), and when none was open for longer than
+// streamDeleteSettle: jetfn makes a deleted stream's consumer again no
+// sooner than that, so an instance that had a request open all along
+// heard of the deletion. False when the consumer is not there (the watch
+// is asked to look; the request waits a pull's wait).
+func (p *puller) confirm(ctx context.Context, n int) bool {
+	unheard := p.credits.outstandingCount() == n && time.Duration(monoNow()-p.lastHeard.Load()) > streamDeleteSettle
+	if !p.doubted.Load() && !unheard || p.b.consumer == nil {
+		return true
+	}
+	infoCtx, cancel := context.WithTimeout(ctx, consumerInfoTimeout)
+	defer cancel()
+	if _, err := p.b.consumer.refresh(infoCtx); err != nil {
+		p.b.consumer.check()
+		pause(ctx, pullWait)
+		return false
+	}
+	p.doubted.Store(false)
+	return true
 }
 
 // status reads one status reply. 100 is an idle heartbeat; 408 (the request
@@ -129,6 +165,7 @@ func (p *puller) status(m *nats.Msg) {
 // delays the next request by a pull's wait.
 func (p *puller) giveUp(why string, slow bool) {
 	p.b.log.Warn("pulling messages", "err", errors.New(why))
+	p.doubted.Store(true)
 	p.b.consumer.check()
 	if slow {
 		p.pauseUntil.Store(time.Now().Add(pullWait).UnixNano())
