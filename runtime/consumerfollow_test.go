@@ -166,3 +166,41 @@ func TestBusyInstanceFollowsAStreamMadeAgain(t *testing.T) {
 		t.Fatalf("handled %q named by incarnation %s; want \"after\" named by the new incarnation %s", got.Data, got.StreamIdentity, want)
 	}
 }
+
+// TestLookTakesTheConsumersOwnStream: a handle made with a stream looked
+// up before its consumer was found, while an operator deleted the stream
+// and another instance made both again (a deploy's connect that took
+// seconds in a 3-node cluster), reads the incarnation its consumer lives
+// on after its next look. Before, a look compared only the consumer, found
+// the one it held, and the handle named every message by the stream gone
+// (opscheck seed 20261218 after the fix above: five inputs of the new
+// stream taken for the old one's messages of the same sequences, lost).
+func TestLookTakesTheConsumersOwnStream(t *testing.T) {
+	env := newEnv(t)
+	ctx := context.Background()
+	m := testManifest(t, "")
+	f := m.Functions[0]
+	streamSpec, _ := m.Stream(f.Stream)
+	if err := ensureStream(ctx, env.js, streamSpec); err != nil {
+		t.Fatal(err)
+	}
+	gone := env.stream(f.Stream).CachedInfo().Created
+	if err := env.js.DeleteStream(ctx, f.Stream); err != nil {
+		t.Fatal(err)
+	}
+	if err := recreateStream(ctx, env.js, streamSpec); err != nil {
+		t.Fatal(err)
+	}
+	s := env.stream(f.Stream)
+	c, err := s.CreateOrUpdateConsumer(ctx, consumerConfig(f, m.Digest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	positions := openPositions(ctx, env.js, m, true, testLogger())
+	h := newConsumerHandle(env.js, f, streamSpec, m.Digest, true, testLogger(), c, gone, positions)
+
+	h.look(ctx)
+	if got, want := h.streamIdentity(), StreamIdentity(s.CachedInfo().Created); got != want {
+		t.Fatalf("the handle reads incarnation %s; want its consumer's stream's %s", got, want)
+	}
+}

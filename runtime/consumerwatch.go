@@ -127,25 +127,57 @@ func (h *consumerHandle) recordNow(ctx context.Context) {
 	}
 }
 
-// refresh reads the consumer's info from the server. When the consumer
-// there was made after the one this handle holds, another instance made it
-// again, maybe on a stream made again too: the handle follows it first, so
-// the floor it reads is recorded under the stream incarnation it counts
-// in. A handle that does not pull (a standby router) learns of it only
-// here; before, its next record put the new consumer's floor under the old
-// identity, over the good record (opscheck seed 20261211).
+// refresh reads the consumer's info from the server, and the stream it
+// lives on. When the consumer there was made after the one this handle
+// holds, another instance made it again, maybe on a stream made again too:
+// the handle follows it first, so the floor it reads is recorded under the
+// stream incarnation it counts in. A handle that does not pull (a standby
+// router) learns of it only here; before, its next record put the new
+// consumer's floor under the old identity, over the good record (opscheck
+// seed 20261211).
+//
+// The stream is looked up first, then the consumer: a consumer does not
+// outlive its stream, so the one found after the lookup, when it is the one
+// the handle holds, lived through it, and that stream is its own. A handle
+// made from a stream looked up before its consumer was found (a deploy's
+// connect that took seconds while an operator deleted the stream and
+// another instance made both again) takes up the right incarnation here
+// (opscheck seed 20261218).
 func (h *consumerHandle) refresh(ctx context.Context) (*jetstream.ConsumerInfo, error) {
+	for tries := 0; ; tries++ {
+		s, err := h.js.Stream(ctx, h.spec.Stream)
+		if err != nil {
+			return nil, err
+		}
+		c, err := s.Consumer(ctx, h.spec.Durable)
+		if err != nil {
+			return nil, err
+		}
+		h.mu.Lock()
+		same := c.CachedInfo().Created.Equal(h.made)
+		h.mu.Unlock()
+		h.take(c, s.CachedInfo().Created)
+		if same {
+			return c.CachedInfo(), nil
+		}
+		// Made again: look once more, in case the stream was made again
+		// between the two lookups and this consumer is not on it.
+		if tries == 2 {
+			return nil, fmt.Errorf("consumer %s was made again at every look", h.spec.Durable)
+		}
+	}
+}
+
+// take holds consumer c, on the stream incarnation made at created, saying
+// so when that is another incarnation than the one the handle read.
+func (h *consumerHandle) take(c jetstream.Consumer, created time.Time) {
 	h.mu.Lock()
-	c, made := h.current, h.made
+	same := created.Equal(h.created)
 	h.mu.Unlock()
-	info, err := c.Info(ctx)
-	if err != nil || info.Created.Equal(made) {
-		return info, err
+	if !same {
+		h.log.Info("the stream was made again; reading its new incarnation", "stream", h.spec.Stream, "consumer", h.spec.Durable)
 	}
-	if err := h.follow(ctx); err != nil {
-		return nil, fmt.Errorf("following consumer %s, made again: %w", h.spec.Durable, err)
-	}
-	return h.get().CachedInfo(), nil
+	h.swap(c, created)
 }
 
 func (h *consumerHandle) setIdentity(created time.Time) {
@@ -363,32 +395,6 @@ func recreateStream(ctx context.Context, js jetstream.JetStream, spec manifest.S
 	}
 	pause(ctx, streamDeleteSettle)
 	return ensureStream(ctx, js, spec)
-}
-
-// follow takes up the consumer and stream as the server has them now,
-// when another instance may have made them again: a stream made again
-// restarts its sequences, and a message named by the old incarnation's
-// identity would pass for the old message with the same sequence (its
-// outputs and routed copies dropped as duplicates of the old one's).
-func (h *consumerHandle) follow(ctx context.Context) error {
-	s, err := h.js.Stream(ctx, h.spec.Stream)
-	if err != nil {
-		return err
-	}
-	c, err := s.Consumer(ctx, h.spec.Durable)
-	if err != nil {
-		return err
-	}
-	created := s.CachedInfo().Created
-	h.mu.Lock()
-	same := created.Equal(h.created)
-	h.mu.Unlock()
-	if !same {
-		h.log.Info("the stream was made again by another instance; reading its new incarnation", "stream", h.spec.Stream,
-			"consumer", h.spec.Durable)
-	}
-	h.swap(c, created)
-	return nil
 }
 
 func (h *consumerHandle) swap(c jetstream.Consumer, created time.Time) {

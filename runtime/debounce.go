@@ -257,6 +257,9 @@ func (r *Runtime) newDebouncer(ctx context.Context, b *binding, input jetstream.
 // a backfill hands over first, as it was stored before anything the
 // debouncer's consumer delivers (a key's messages stay in stream order).
 func (d *debouncer) run(ctx context.Context) {
+	// The input stream was looked up before the consumer was found, and
+	// may have been made again since (consumerHandle.refresh).
+	d.b.consumer.recordNow(ctx)
 	go d.b.consumer.watch(ctx)
 	for ctx.Err() == nil {
 		from, wait := d.b, time.Second

@@ -69,6 +69,7 @@ func newPuller(stopping context.Context, b *binding, w *workers) (*puller, error
 		subject: jetstream.DefaultAPIPrefix + "CONSUMER.MSG.NEXT." + b.spec.Stream + "." + b.spec.Durable,
 		credits: w.credits, handoff: w.handoff, stopping: stopping}
 	p.lastHeard.Store(monoNow())
+	p.doubted.Store(true) // the handle may name a stream looked up before its consumer was found
 	sub, err := nc.Subscribe(p.inbox, p.receive)
 	if err != nil {
 		return nil, err

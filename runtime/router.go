@@ -178,14 +178,14 @@ func (rt *router) failed(ctx context.Context, what string, err error, wait time.
 	pause(ctx, wait)
 }
 
-// resume takes up the router's consumer as it is now (follow), moves it,
+// resume takes up the router's consumer as it is now (refresh), moves it,
 // and its backfill's, back to just after their ack floors, so what a previous router pulled and did not
 // acknowledge comes again, in order, before anything after it; and learns
 // the keyed stream's last sequence, which the first copy must find.
 func (rt *router) resume(ctx context.Context) error {
 	// A router that stood by has not pulled since it last looked: the
 	// input and its consumer may have been made again meanwhile.
-	if err := rt.b.consumer.follow(ctx); err != nil {
+	if _, err := rt.b.consumer.refresh(ctx); err != nil {
 		return fmt.Errorf("looking up the router's consumer: %w", err)
 	}
 	for _, b := range []*binding{rt.b, rt.bf} {

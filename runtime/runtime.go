@@ -381,7 +381,7 @@ func (r *Runtime) connect(ctx context.Context, b *binding, m *manifest.Manifest)
 		consumer, stream.CachedInfo().Created, r.positions)
 	b.scope.set(scopeOf(consumer.CachedInfo().Config, spec))
 	b.consumer.scope = b.scope
-	b.consumer.record(ctx)
+	b.consumer.recordNow(ctx) // looked up again: the stream may be made again since
 	b.consumer.onAckWait = b.followServerAckWait
 	b.bf, err = r.bindBackfill(ctx, b, stream, m)
 	return err
