@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -102,9 +103,52 @@ func (h *consumerHandle) record(ctx context.Context) {
 	if h.recorded.Swap(floor) == floor {
 		return
 	}
+	if h.positions == nil {
+		return
+	}
+	filter, notes, err := h.readSubjects(ctx)
+	if err != nil {
+		h.recorded.Store(^uint64(0)) // the next look tries again
+		h.log.Warn("recording the consumer's position", "consumer", h.spec.Durable, "err", err)
+		return
+	}
 	h.positions.record(ctx, position{Function: h.spec.Name, Stream: h.spec.Stream, StreamIdentity: h.streamIdentity(),
-		Durable: h.spec.Durable, AckFloor: floor, Filter: h.spec.FilterSubjects(), Scope: h.scopeName(), Into: h.into,
-		HandledThrough: handledNotes(h.get().CachedInfo().Config.Metadata)}, !h.handedOver.Load() && h.into == "")
+		Durable: h.spec.Durable, AckFloor: floor, Filter: filter, Scope: h.scopeName(), Into: h.into,
+		HandledThrough: notes}, !h.handedOver.Load() && h.into == "")
+}
+
+// readSubjects is what a record says the consumer read, and how far the
+// function handled each subject it did not: the consumer's own filter and
+// notes as the server last gave them, not the handle's revision's (a
+// binding a deploy retires records after the new revision changed them;
+// opscheck seed 20261220 recorded a narrowed filter beside the notes its
+// rollback had used up, and a consumer made from that record handed the
+// subject over from its first message). A subject a running backfill still
+// hands over counts as not read, handled through what the backfill
+// acknowledged, so a consumer made from the record hands over the rest.
+func (h *consumerHandle) readSubjects(ctx context.Context) ([]string, map[string]uint64, error) {
+	cfg := h.get().CachedInfo().Config
+	filter, notes := filtersOf(cfg), handledNotes(cfg.Metadata)
+	name := cfg.Metadata[backfillKey]
+	if name == "" {
+		return filter, notes, nil
+	}
+	bf, err := h.js.Consumer(ctx, h.spec.Stream, name)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return filter, notes, nil // done
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("looking up backfill consumer %s: %w", name, err)
+	}
+	rng, err := readBackfillRange(bf.CachedInfo().Config.Metadata)
+	if err != nil {
+		return nil, nil, fmt.Errorf("backfill consumer %s: %w", name, err)
+	}
+	for s, from := range rng.from {
+		filter = slices.DeleteFunc(filter, func(f string) bool { return f == s })
+		notes[s] = max(from-1, bf.CachedInfo().AckFloor.Stream)
+	}
+	return filter, notes, nil
 }
 
 // scopeName is the binding's scope, or the function's name for a handle

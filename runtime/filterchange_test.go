@@ -327,3 +327,34 @@ func TestDurableRenamedWhileNarrowing(t *testing.T) {
 	env.publish("test.in", "late")
 	env.handledExactly(rec, "in-1", "b-1", "b-2", "late")
 }
+
+// TestConsumerDeletedAfterANarrowingRolledBack: a deploy drops test.b, its
+// rollback reads it again (a backfill hands b-2 over), and the consumer is
+// deleted while the function is down. The consumer made again hands
+// nothing of test.b over again. Before, the binding the rollback retired
+// recorded its floor last, with its own revision's filter (without
+// test.b) beside the consumer's notes, which the rollback had used up, so
+// the consumer made from that record handed test.b over from its first
+// message (opscheck seed 20261220 on 3 nodes: 67 outputs twice, after the
+// duplicate window).
+func TestConsumerDeletedAfterANarrowingRolledBack(t *testing.T) {
+	env := newEnv(t)
+	r, rec, both := env.narrowed()
+	if err := r.rt.Apply(context.Background(), both); err != nil {
+		t.Fatal(err)
+	}
+	env.handledExactly(rec, "in-1", "b-1", "b-2")
+	runtimetest.Eventually(t, 10*time.Second, "the backfill done", func() bool {
+		_, err := env.js.Consumer(context.Background(), "TEST", "fn-backfill-a")
+		return err != nil
+	})
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.js.DeleteConsumer(context.Background(), "TEST", "fn"); err != nil {
+		t.Fatal(err)
+	}
+	env.start(both, rec)
+	env.publish("test.in", "late")
+	env.handledExactly(rec, "in-1", "b-1", "b-2", "late")
+}
