@@ -46,7 +46,11 @@ func prepareFilterChange(ctx context.Context, stream jetstream.Stream, existing 
 	if err != nil {
 		return err
 	}
-	plan := planFilterChange(change, have, want.Metadata, info.Delivered.Stream, start)
+	// A dropped subject is noted as handled through the ack floor, not
+	// the last delivery: a message delivered and not acknowledged (a
+	// retry waiting) is forgotten by a reset under the new filter, and a
+	// later widening must hand it over (opscheck seed 20261222).
+	plan := planFilterChange(change, have, want.Metadata, info.AckFloor.Stream, start)
 	if running {
 		plan = foldBackfill(plan, old, oldFloor, filtersOf(*want), have, want.Metadata)
 	}
@@ -100,8 +104,8 @@ func readRunningBackfill(ctx context.Context, stream jetstream.Stream, main jets
 	if err != nil {
 		return backfillRange{}, 0, false, fmt.Errorf("backfill consumer %s: %w", name, err)
 	}
-	if r.through == 0 {
-		r.through = delivered
+	if info.Config.Metadata[backfillThroughKey] == "" {
+		r.through = delivered // never fixed: 0 is a real end (an ack floor of 0)
 	}
 	return r, info.AckFloor.Stream, true, nil
 }
@@ -293,11 +297,18 @@ func (b *binding) backfillDone(ctx context.Context) bool {
 	return true
 }
 
-// finishBackfill takes the backfill's name off the main consumer, so no
-// instance binds it again, then deletes it.
+// finishBackfill deletes the backfill, then takes its name off the main
+// consumer, so no instance binds it again. In that order: a deploy that
+// reads the name meanwhile gives its own backfill the other name. Taken
+// off first, the name was free again, a deploy reused it, and this
+// deleted the deploy's new backfill (TestNarrowedWhileAMessageWaitsForItsRetry
+// saw it, once a change looked its backfill up).
 func (b *binding) finishBackfill(ctx context.Context) error {
 	s, err := b.js.Stream(ctx, b.spec.Stream)
 	if err != nil {
+		return err
+	}
+	if err := deleteConsumer(ctx, s, b.spec.Durable); err != nil {
 		return err
 	}
 	main, err := s.Consumer(ctx, b.main.spec.Durable)
@@ -305,14 +316,13 @@ func (b *binding) finishBackfill(ctx context.Context) error {
 		return err
 	}
 	cfg := main.CachedInfo().Config
-	if cfg.Metadata[backfillKey] == b.spec.Durable {
-		cfg.Metadata = maps.Clone(cfg.Metadata)
-		delete(cfg.Metadata, backfillKey)
-		if _, err := s.UpdateConsumer(ctx, cfg); err != nil {
-			return err
-		}
+	if cfg.Metadata[backfillKey] != b.spec.Durable {
+		return nil
 	}
-	return deleteConsumer(ctx, s, b.spec.Durable)
+	cfg.Metadata = maps.Clone(cfg.Metadata)
+	delete(cfg.Metadata, backfillKey)
+	_, err = s.UpdateConsumer(ctx, cfg)
+	return err
 }
 
 // filterChangeHold bounds how long a filter change keeps the main consumer

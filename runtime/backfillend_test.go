@@ -23,15 +23,7 @@ import (
 // stored before the change, not that message.
 func TestWideningWhileAnInstanceStillPulls(t *testing.T) {
 	env := newEnv(t)
-	rec := &recorder{}
-	rt, err := New(env.nc, testManifest(t, ""), recorderFunctions(rec), WithLogger(testLogger()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	env.run(rt)
-	env.publish("test.b", "b-1") // not read yet
-	env.publish("test.in", "in-1")
-	env.handledExactly(rec, "in-1")
+	rt, rec := env.passedOverB1()
 	wide := filterManifest(t, "", "test.in", "test.b")
 	ctx := context.Background()
 	if _, err := ensureConsumer(ctx, env.stream("TEST"), wide.Functions[0], wide.Digest, nil, nil); err != nil {
@@ -53,15 +45,7 @@ func TestWideningWhileAnInstanceStillPulls(t *testing.T) {
 // what the old durable passed over, not that message.
 func TestRenamedAndWidenedWhileAnotherInstancePulls(t *testing.T) {
 	env := newEnv(t)
-	rec := &recorder{}
-	rt, err := New(env.nc, testManifest(t, ""), recorderFunctions(rec), WithLogger(testLogger()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	env.run(rt)
-	env.publish("test.b", "b-1") // not read by durable fn
-	env.publish("test.in", "in-1")
-	env.handledExactly(rec, "in-1")
+	rt, rec := env.passedOverB1()
 	renamed := filterManifest(t, "    durable: fn-v2\n", "test.in", "test.b")
 	ctx := context.Background()
 	s := env.stream("TEST")
@@ -75,6 +59,22 @@ func TestRenamedAndWidenedWhileAnotherInstancePulls(t *testing.T) {
 	}
 	env.publish("test.in", "late")
 	env.handledExactly(rec, "b-1", "in-1", "late")
+}
+
+// passedOverB1 runs fn on test.in, stores b-1 on test.b, which it does
+// not read, and has it handle in-1.
+func (e *testEnv) passedOverB1() (*Runtime, *recorder) {
+	e.t.Helper()
+	rec := &recorder{}
+	rt, err := New(e.nc, testManifest(e.t, ""), recorderFunctions(rec), WithLogger(testLogger()))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.run(rt)
+	e.publish("test.b", "b-1")
+	e.publish("test.in", "in-1")
+	e.handledExactly(rec, "in-1")
+	return rt, rec
 }
 
 // stream looks up the stream named name.

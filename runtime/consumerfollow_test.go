@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/jetfn/jetfn"
 	"github.com/jetfn/jetfn/manifest"
 	"github.com/jetfn/jetfn/runtime/runtimetest"
@@ -23,24 +25,10 @@ func TestLookFollowsAConsumerMadeAgainElsewhere(t *testing.T) {
 	ctx := context.Background()
 	h, m, positions := env.recordingHandle()
 	f := m.Functions[0]
-	streamSpec, _ := m.Stream(f.Stream)
 
 	// Elsewhere: the stream is deleted and made again, with the consumer,
 	// and the consumer acknowledges one message of the new incarnation.
-	if err := env.js.DeleteStream(ctx, f.Stream); err != nil {
-		t.Fatal(err)
-	}
-	if err := recreateStream(ctx, env.js, streamSpec); err != nil {
-		t.Fatal(err)
-	}
-	s, err := env.js.Stream(ctx, f.Stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	again, err := s.CreateOrUpdateConsumer(ctx, consumerConfig(f, m.Digest))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, again := env.madeAgainElsewhere(m)
 	env.publish("test.in", "new-1")
 	batch, err := again.Fetch(1)
 	if err != nil {
@@ -129,7 +117,6 @@ func (e *testEnv) recordingHandle() (*consumerHandle, *manifest.Manifest, *posit
 // identities, two summaries).
 func TestBusyInstanceFollowsAStreamMadeAgain(t *testing.T) {
 	env := newEnv(t)
-	ctx := context.Background()
 	release := make(chan struct{})
 	rec := &recorder{result: func(msg jetfn.Msg) error {
 		if string(msg.Data) == "busy" {
@@ -144,19 +131,7 @@ func TestBusyInstanceFollowsAStreamMadeAgain(t *testing.T) {
 	env.publish("test.in", "busy")
 	runtimetest.Eventually(t, 10*time.Second, "the busy message taken", func() bool { return rec.count() == 3 })
 
-	// Elsewhere, as another instance's consumer handle does it.
-	f := m.Functions[0]
-	streamSpec, _ := m.Stream(f.Stream)
-	if err := env.js.DeleteStream(ctx, f.Stream); err != nil {
-		t.Fatal(err)
-	}
-	if err := recreateStream(ctx, env.js, streamSpec); err != nil {
-		t.Fatal(err)
-	}
-	s := env.stream(f.Stream)
-	if _, err := s.CreateOrUpdateConsumer(ctx, consumerConfig(f, m.Digest)); err != nil {
-		t.Fatal(err)
-	}
+	s, _ := env.madeAgainElsewhere(m)
 	env.publish("test.in", "after")
 	close(release)
 
@@ -185,17 +160,7 @@ func TestLookTakesTheConsumersOwnStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	gone := env.stream(f.Stream).CachedInfo().Created
-	if err := env.js.DeleteStream(ctx, f.Stream); err != nil {
-		t.Fatal(err)
-	}
-	if err := recreateStream(ctx, env.js, streamSpec); err != nil {
-		t.Fatal(err)
-	}
-	s := env.stream(f.Stream)
-	c, err := s.CreateOrUpdateConsumer(ctx, consumerConfig(f, m.Digest))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, c := env.madeAgainElsewhere(m)
 	positions := openPositions(ctx, env.js, m, true, testLogger())
 	h := newConsumerHandle(env.js, f, streamSpec, m.Digest, true, testLogger(), c, gone, positions)
 
@@ -203,4 +168,26 @@ func TestLookTakesTheConsumersOwnStream(t *testing.T) {
 	if got, want := h.streamIdentity(), StreamIdentity(s.CachedInfo().Created); got != want {
 		t.Fatalf("the handle reads incarnation %s; want its consumer's stream's %s", got, want)
 	}
+}
+
+// madeAgainElsewhere deletes the stream of m's function and makes it and
+// the function's consumer again, as another instance's consumer handle
+// does after an operator deleted the stream.
+func (e *testEnv) madeAgainElsewhere(m *manifest.Manifest) (jetstream.Stream, jetstream.Consumer) {
+	e.t.Helper()
+	ctx := context.Background()
+	f := m.Functions[0]
+	streamSpec, _ := m.Stream(f.Stream)
+	if err := e.js.DeleteStream(ctx, f.Stream); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := recreateStream(ctx, e.js, streamSpec); err != nil {
+		e.t.Fatal(err)
+	}
+	s := e.stream(f.Stream)
+	c, err := s.CreateOrUpdateConsumer(ctx, consumerConfig(f, m.Digest))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return s, c
 }

@@ -107,7 +107,8 @@ func (r skipRange) covers(subject string, seq uint64) bool {
 
 // planFilterChange notes, in meta (the main consumer's new metadata), the
 // position of every subject the change drops (delivered: the last stream
-// sequence the consumer delivered), consumes the notes of subjects it
+// sequence through which the function handled everything, the consumer's
+// ack floor), consumes the notes of subjects it
 // adds back, and returns the backfill the added subjects need, or nil.
 // An added subject inside a noted one resumes after that note; one the
 // function never read starts at start (0: not at all, for start new).
@@ -193,6 +194,9 @@ func foldBackfill(plan *backfillPlan, old backfillRange, floor uint64, want []st
 		plan.skip = append(plan.skip, skipRange{Subject: s, From: old.through + 1})
 	}
 	for _, sk := range old.skip {
+		if old.through == 0 {
+			break // it ended before the first sequence: its skips cover nothing, and Through 0 would cover all
+		}
 		if sk.Through == 0 || sk.Through > old.through {
 			sk.Through = old.through
 		}
