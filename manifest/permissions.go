@@ -261,13 +261,13 @@ func BackfillConsumers(durable string) [2]string {
 	return [2]string{durable + "-backfill-a", durable + "-backfill-b"}
 }
 
-// backfillSubjects are what a filter change needs: resetting the main
-// consumer to its ack floor, and creating, binding and deleting a
-// backfill consumer; with a start time, a short-lived consumer finds the
-// first sequence stored at it.
+// backfillSubjects are what a filter change needs: pausing the main
+// consumer for the change and resetting it to its ack floor, and creating,
+// binding and deleting a backfill consumer; with a start time, a
+// short-lived consumer finds the first sequence stored at it.
 func backfillSubjects(f FunctionSpec) []string {
 	s, d := f.Stream, f.Durable
-	out := []string{"$JS.API.CONSUMER.RESET." + s + "." + d}
+	out := []string{"$JS.API.CONSUMER.RESET." + s + "." + d, "$JS.API.CONSUMER.PAUSE." + s + "." + d}
 	for _, b := range BackfillConsumers(d) {
 		out = append(out, "$JS.API.CONSUMER.CREATE."+s+"."+b, "$JS.API.CONSUMER.CREATE."+s+"."+b+".>",
 			"$JS.API.CONSUMER.INFO."+s+"."+b, "$JS.API.CONSUMER.DELETE."+s+"."+b,

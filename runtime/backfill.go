@@ -333,16 +333,26 @@ const filterChangeHold = 30 * time.Second
 
 // changeFilterHeld makes a filter change that starts a backfill (want, the
 // main consumer's new config, names it) and fixes where that backfill
-// ends, with the main consumer paused from the change until the end is
-// fixed. The filter and the pause land in one update, so the main consumer
-// delivers nothing under its new filter before settleThrough resets it.
-// Without the pause an instance still pulling took messages of the added
-// subjects in between; once acked they fell below the end, and the
-// backfill handed them again. A pause an operator set is kept.
-func changeFilterHeld(ctx context.Context, stream jetstream.Stream, want jetstream.ConsumerConfig) (jetstream.Consumer, error) {
+// ends, with the main consumer paused from before the change until the end
+// is fixed, so it delivers nothing under its new filter before
+// settleThrough resets it. Without the pause an instance still pulling
+// took messages of the added subjects in between; once acked they fell
+// below the end, and the backfill handed them again. The pause is the
+// server's pause request: nats-server v2.15.2 ignores PauseUntil in a
+// config update, and keeps a paused consumer paused through one. A pause
+// an operator set is put back. A user without the right to pause (the
+// runtime's own permissions may lack it) changes the filter unpaused, as
+// before, with the window that leaves.
+func changeFilterHeld(ctx context.Context, stream jetstream.Stream, want jetstream.ConsumerConfig, log *slog.Logger) (jetstream.Consumer, error) {
 	operatorPause := want.PauseUntil
+	paused := false
 	if hold := time.Now().Add(filterChangeHold); operatorPause == nil || operatorPause.Before(hold) {
-		want.PauseUntil = &hold
+		_, err := stream.PauseConsumer(ctx, want.Durable, hold)
+		paused = err == nil
+		if err != nil && log != nil {
+			log.Warn("changing the subject filter without pausing the consumer; what it delivers meanwhile may be handed over again",
+				"consumer", want.Durable, "err", err)
+		}
 	}
 	if _, err := stream.CreateOrUpdateConsumer(ctx, want); err != nil {
 		return nil, err
@@ -355,8 +365,23 @@ func changeFilterHeld(ctx context.Context, stream jetstream.Stream, want jetstre
 	if _, err := settleThrough(ctx, stream, want.Durable, bf); err != nil {
 		return nil, err
 	}
-	want.PauseUntil = operatorPause
-	return stream.CreateOrUpdateConsumer(ctx, want)
+	if paused {
+		if err := unpause(ctx, stream, want.Durable, operatorPause); err != nil {
+			return nil, fmt.Errorf("ending the pause of consumer %s after its filter change: %w", want.Durable, err)
+		}
+	}
+	return stream.Consumer(ctx, want.Durable)
+}
+
+// unpause ends the pause a filter change set: back to the operator's
+// pause when one runs past now, else resumed.
+func unpause(ctx context.Context, stream jetstream.Stream, name string, operatorPause *time.Time) error {
+	if operatorPause != nil && operatorPause.After(time.Now()) {
+		_, err := stream.PauseConsumer(ctx, name, *operatorPause)
+		return err
+	}
+	_, err := stream.ResumeConsumer(ctx, name)
+	return err
 }
 
 // startsBackfill reports whether want, an existing consumer's new config,

@@ -118,7 +118,7 @@ func TestPermissionOptions(t *testing.T) {
 			"$JS.API.CONSUMER.CREATE.TEST.fn", "$JS.API.CONSUMER.CREATE.TEST.fn.>",
 			// A deploy turning debounce on or off looks for the other mode's consumer.
 			"$JS.API.CONSUMER.INFO.TEST.fn-debouncer",
-			"$JS.API.CONSUMER.RESET.TEST.fn",
+			"$JS.API.CONSUMER.RESET.TEST.fn", "$JS.API.CONSUMER.PAUSE.TEST.fn",
 			"$JS.API.CONSUMER.CREATE.TEST.fn-backfill-a", "$JS.API.CONSUMER.CREATE.TEST.fn-backfill-a.>",
 			"$JS.API.CONSUMER.INFO.TEST.fn-backfill-a", "$JS.API.CONSUMER.DELETE.TEST.fn-backfill-a",
 			"$JS.API.CONSUMER.MSG.NEXT.TEST.fn-backfill-a", "$JS.ACK.TEST.fn-backfill-a.>",

@@ -283,7 +283,7 @@ func ensureConsumerAfter(ctx context.Context, stream jetstream.Stream, f manifes
 		create = stream.CreateConsumer // refused if another instance created it since the lookup
 	case startsBackfill(existing, want):
 		create = func(ctx context.Context, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
-			return changeFilterHeld(ctx, stream, cfg)
+			return changeFilterHeld(ctx, stream, cfg, log)
 		}
 	}
 	c, err := create(ctx, want)
