@@ -58,7 +58,7 @@ type puller struct {
 	// gone, and made again by someone else): the next request waits until
 	// the consumer is confirmed (confirm).
 	doubted atomic.Bool
-	request    []byte
+	request []byte
 }
 
 // newPuller subscribes the binding's inbox. stopping is the binding's run
